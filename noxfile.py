@@ -1,0 +1,75 @@
+"""Development sessions: ``nox`` runs tests, typetests and lint; ``nox -s bench`` is opt-in."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+SUPPORTED = ("3.11", "3.12", "3.13")
+
+# uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests", "lint"]
+# uv must never try to download an interpreter: this project tests the ones on the machine.
+os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+
+
+def _expose_pyenv_interpreters() -> None:
+    """Put every pyenv-installed CPython 3.11-3.13 on PATH.
+
+    pyenv's shims only run the *selected* version, so ``python3.12`` is a shim that fails
+    unless 3.12 is selected; its real binaries live under ``$PYENV_ROOT/versions``.
+    """
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    dirs = [
+        bindir
+        for version in SUPPORTED
+        for bindir in sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin")))
+        if os.path.exists(os.path.join(bindir, f"python{version}"))
+    ]
+    if dirs:
+        os.environ["PATH"] = os.pathsep.join([*dirs, os.environ.get("PATH", "")])
+
+
+def _available_pythons() -> list[str]:
+    found = []
+    for version in SUPPORTED:
+        exe = shutil.which(f"python{version}")
+        if exe is None:
+            continue
+        probe = subprocess.run([exe, "-c", "pass"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            found.append(version)
+    return found or [SUPPORTED[0]]
+
+
+_expose_pyenv_interpreters()
+PYTHONS = _available_pythons()
+
+
+def _group(name: str) -> list[str]:
+    return nox.project.dependency_groups(PYPROJECT, name)
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """Runtime tests, every async test on asyncio and trio."""
+    session.install(".", *_group("test"))
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHONS[0])
+def lint(session: nox.Session) -> None:
+    """Ruff (lint and format) and both type checkers in strict mode over ``src/``."""
+    session.install(".", *_group("lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy", "--strict", "src")
+    session.run("pyright", "src")  # strict mode is set in pyproject.toml

@@ -1,0 +1,169 @@
+"""Every exception toolseam raises or routes, and the codes results carry.
+
+The exception tree::
+
+    Exception
+    ├── AbortError                 an operation stopped because its signal aborted
+    └── ToolError                  routable: surfaces ErrorInfo(type name, code)
+        ├── ToolNotFoundError      UNKNOWN_TOOL
+        ├── ToolArgsError          INVALID_ARGS
+        ├── ToolOutputError        INVALID_TOOL_OUTPUT
+        └── ToolTimeoutError       TOOL_TIMEOUT
+
+Any other exception raised by a tool or a stage surfaces only its message.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "INVALID_ARGS",
+    "INVALID_TOOL_OUTPUT",
+    "TOOL_ABORTED",
+    "TOOL_ABORTED_BEFORE_DISPATCH",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "AbortError",
+    "ToolArgsError",
+    "ToolError",
+    "ToolNotFoundError",
+    "ToolOutputError",
+    "ToolTimeoutError",
+]
+
+TOOL_ABORTED: Final = "ABORTED"
+"""The call was cancelled after the tool body was invoked: side effects were possible."""
+
+TOOL_ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+"""The call was cancelled before the tool body was invoked: the body never ran."""
+
+TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
+"""The timeout policy's own deadline was the first abort of the call."""
+
+UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
+"""No tool of that name was registered when the call was dispatched."""
+
+INVALID_ARGS: Final = "INVALID_ARGS"
+"""The arguments did not validate against the tool's parameter schema."""
+
+INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
+"""The tool's output did not validate, or is not losslessly JSON-serializable."""
+
+
+class AbortError(Exception):
+    """An operation stopped because its abort signal aborted.
+
+    This is the default abort reason of `AbortController.abort`, and what
+    `AbortSignal.raise_if_aborted` raises when the reason is not an exception.
+
+    Args:
+        reason: The abort reason, when it is not itself an exception. ``None`` means
+            "aborted without a reason".
+    """
+
+    reason: object
+    """The non-exception abort reason this error wraps, or ``None``."""
+
+    def __init__(self, reason: object = None) -> None:
+        super().__init__() if reason is None else super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        if self.reason is None:
+            return "operation aborted"
+        return f"operation aborted: {safe_str(self.reason)}"
+
+
+class ToolError(Exception):
+    """Base of the routable tool errors.
+
+    Raise a `ToolError` (or a subclass) from a tool body or a stage to give the result an
+    `ErrorInfo` of ``(type(error).__name__, error.code)``; any other exception surfaces only
+    its message.
+
+    Args:
+        message: What went wrong, for the model and for humans.
+        code: A stable machine-readable code, such as `INVALID_ARGS`.
+    """
+
+    message: str
+    """The message, as given."""
+    code: str
+    """The machine-readable code."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ToolNotFoundError(ToolError):
+    """No tool of the requested name is registered.
+
+    Args:
+        name: The requested tool name.
+    """
+
+    tool_name: str
+    """The requested tool name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'unknown tool "{name}"', code=UNKNOWN_TOOL)
+        self.tool_name = name
+
+
+class ToolArgsError(ToolError):
+    """The arguments of a call did not validate.
+
+    Args:
+        message: What was wrong with them.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=INVALID_ARGS)
+
+
+class ToolOutputError(ToolError):
+    """A tool's output did not validate or cannot be serialized.
+
+    Args:
+        message: What was wrong with it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=INVALID_TOOL_OUTPUT)
+
+
+class ToolTimeoutError(ToolError):
+    """A tool call ran past the deadline of the timeout policy.
+
+    Args:
+        message: Which deadline passed.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=TOOL_TIMEOUT)
+
+
+def safe_str(value: object) -> str:
+    """Describe any value as text without ever raising.
+
+    Falls back from ``str`` to ``repr`` to the type name, because a hostile exception's
+    ``__str__`` must not turn one failure into a crash of the registry.
+    """
+    try:
+        return str(value)
+    except Exception:
+        pass
+    try:
+        return repr(value)
+    except Exception:
+        pass
+    try:
+        return f"<unprintable {type(value).__name__}>"
+    except Exception:  # pragma: no cover - a metaclass that breaks __name__
+        return "<unprintable object>"

@@ -1,0 +1,378 @@
+"""Abort signals: `AbortController`, the read-only `AbortSignal`, and `fuse`.
+
+Modelled on the WHATWG split: only the controller aborts; the signal is a read-only view
+that any stage may borrow. One module-wide lock guards every signal's state, listeners and
+fused dependents, so that an abort sets the state of a signal *and of every signal fused
+from it* before any listener runs (SPEC §2), and so that the dependency graph can never
+deadlock on lock order. Listeners always run outside the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, final
+
+import anyio
+import anyio.lowlevel
+
+from ._errors import AbortError
+from ._registration import Registration
+
+__all__ = ["AbortController", "AbortSignal", "FusedSignal", "fuse"]
+
+logger = logging.getLogger("toolseam")
+
+_lock = threading.Lock()
+_keys = itertools.count()
+
+Listener = Callable[["AbortSignal"], object]
+
+
+class _ConstructorKey:
+    __slots__ = ()
+
+
+_KEY = _ConstructorKey()
+
+
+@final
+class AbortSignal:
+    """A read-only view of an abort: whether it happened, and why.
+
+    A signal has no method that aborts it; only its `AbortController` (or a fusion of
+    signals it depends on) can. Obtain one from `AbortController.signal`, `fuse`, or
+    `AbortSignal.aborted_signal`; it has no public constructor.
+
+    Every method is thread-safe.
+    """
+
+    __slots__ = ("__weakref__", "_aborted", "_dependents", "_listeners", "_reason")
+
+    _aborted: bool
+    _reason: object
+    _listeners: dict[int, Listener] | None
+    _dependents: dict[AbortSignal, None] | None
+
+    if TYPE_CHECKING:
+
+        def __init__(self, key: _ConstructorKey, /) -> None: ...
+
+    else:
+
+        def __init__(self, *args, **kwargs):
+            if kwargs or len(args) != 1 or args[0] is not _KEY:
+                raise TypeError(
+                    "toolseam.AbortSignal has no public constructor; "
+                    "use AbortController().signal or AbortSignal.aborted_signal()"
+                )
+            self._aborted = False
+            self._reason = None
+            self._listeners = None
+            self._dependents = None
+
+    @staticmethod
+    def aborted_signal(reason: object = None) -> AbortSignal:
+        """Return a signal that is already aborted.
+
+        Args:
+            reason: The abort reason; ``None`` means a fresh `AbortError`.
+        """
+        signal = AbortSignal(_KEY)
+        signal._aborted = True
+        signal._reason = AbortError() if reason is None else reason
+        return signal
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the signal has aborted. Never reverts to ``False``."""
+        return self._aborted
+
+    @property
+    def reason(self) -> object:
+        """The abort reason: ``None`` until aborted, then fixed by the first abort."""
+        return self._reason
+
+    def raise_if_aborted(self) -> None:
+        """Raise if the signal has aborted; otherwise do nothing.
+
+        Raises:
+            BaseException: The reason itself, when it is an exception instance.
+            AbortError: Wrapping the reason, when it is not an exception.
+        """
+        if not self._aborted:
+            return
+        reason = self._reason
+        if isinstance(reason, BaseException):
+            raise reason
+        raise AbortError(reason)
+
+    def add_listener(self, callback: Listener, /) -> Registration:
+        """Call ``callback(signal)`` once when the signal aborts.
+
+        The callback runs synchronously in the thread that calls ``abort()``, after the
+        state of this signal and of every signal fused from it is set. On a signal that has
+        already aborted, it runs immediately, before this method returns. A callback that
+        raises is logged on the ``"toolseam"`` logger and contained: the other listeners
+        still run and ``abort()`` does not raise.
+
+        Args:
+            callback: Called with this signal.
+
+        Returns:
+            A `Registration` whose ``remove()`` detaches the callback (idempotent).
+
+        Raises:
+            TypeError: ``callback`` is not callable.
+        """
+        if not callable(callback):
+            raise TypeError(f"add_listener() expects a callable, got {type(callback).__name__}")
+        with _lock:
+            if not self._aborted:
+                key = next(_keys)
+                if self._listeners is None:
+                    self._listeners = {}
+                self._listeners[key] = callback
+                return Registration(lambda: self._remove_listener(key))
+        _run_listener(callback, self)
+        return Registration(_nothing)
+
+    async def wait(self) -> None:
+        """Return once the signal has aborted.
+
+        Works under asyncio and trio (through anyio), and is woken when ``abort()`` is
+        called from another thread. Always reaches a checkpoint, so it can be cancelled.
+        """
+        if self._aborted:
+            await anyio.lowlevel.checkpoint()
+            return
+        event = anyio.Event()
+        wake = _waker(event)
+        registration = self.add_listener(wake)
+        try:
+            await event.wait()
+        finally:
+            registration.remove()
+
+    def wait_sync(self, timeout: float | None = None) -> bool:
+        """Block the calling thread until the signal aborts or ``timeout`` seconds pass.
+
+        For code running in worker threads, such as a synchronous tool body.
+
+        Args:
+            timeout: Seconds to wait at most; ``None`` waits without limit.
+
+        Returns:
+            Whether the signal has aborted.
+        """
+        if self._aborted:
+            return True
+        event = threading.Event()
+        registration = self.add_listener(lambda _signal: event.set())
+        try:
+            event.wait(timeout)
+        finally:
+            registration.remove()
+        return self._aborted
+
+    def _remove_listener(self, key: int) -> None:
+        with _lock:
+            if self._listeners is not None:
+                self._listeners.pop(key, None)
+
+    def _listener_count(self) -> int:
+        """Callbacks and fused dependents currently attached (for leak tests)."""
+        with _lock:
+            return len(self._listeners or ()) + len(self._dependents or ())
+
+    def __repr__(self) -> str:
+        if self._aborted:
+            return f"<AbortSignal aborted reason={self._reason!r}>"
+        return "<AbortSignal pending>"
+
+
+def _nothing() -> None:
+    pass
+
+
+def _run_listener(callback: Listener, signal: AbortSignal) -> None:
+    try:
+        callback(signal)
+    except Exception:
+        logger.exception("abort listener %r raised; contained", callback)
+
+
+def _waker(event: anyio.Event) -> Listener:
+    """Build a listener that sets an anyio event from whichever thread aborts."""
+    loop_thread = threading.get_ident()
+    native: Any = anyio.lowlevel.current_token().native_token
+
+    def wake(_signal: AbortSignal) -> None:
+        if threading.get_ident() == loop_thread:
+            event.set()
+            return
+        try:
+            if isinstance(native, asyncio.AbstractEventLoop):
+                native.call_soon_threadsafe(event.set)
+            else:  # a trio token
+                native.run_sync_soon(event.set)
+        except RuntimeError:
+            # The event loop has finished: nobody is left waiting on this event.
+            pass
+
+    return wake
+
+
+def _trigger(root: AbortSignal, reason: object) -> None:
+    """Abort ``root`` and every signal fused from it, then run their listeners."""
+    with _lock:
+        if root._aborted:
+            return
+        root._aborted = True
+        root._reason = reason
+        aborted = [root]
+        pending = deque((root,))
+        while pending:
+            signal = pending.popleft()
+            dependents, signal._dependents = signal._dependents, None
+            for dependent in dependents or ():
+                if not dependent._aborted:
+                    dependent._aborted = True
+                    dependent._reason = reason
+                    aborted.append(dependent)
+                    pending.append(dependent)
+        calls: list[tuple[Listener, AbortSignal]] = []
+        for signal in aborted:
+            listeners, signal._listeners = signal._listeners, None
+            if listeners:
+                calls.extend((callback, signal) for callback in listeners.values())
+    for callback, signal in calls:
+        _run_listener(callback, signal)
+
+
+@final
+class AbortController:
+    """The owner of an abort: the only object that can abort its `signal`.
+
+    Create one per operation you own, hand its `signal` to what you call, and call
+    `abort` when the operation should stop. Thread-safe.
+    """
+
+    __slots__ = ("_signal",)
+
+    def __init__(self) -> None:
+        self._signal = AbortSignal(_KEY)
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The read-only signal this controller aborts."""
+        return self._signal
+
+    def abort(self, reason: object = None) -> None:
+        """Abort the signal. Idempotent: the first call fixes the reason.
+
+        Sets the state of the signal and of every signal fused from it, then runs their
+        listeners in this thread. Never raises because of a listener.
+
+        Args:
+            reason: Any object; ``None`` means a fresh `AbortError`.
+        """
+        if self._signal._aborted:
+            return
+        _trigger(self._signal, AbortError() if reason is None else reason)
+
+    def __repr__(self) -> str:
+        return f"<AbortController signal={self._signal!r}>"
+
+
+@final
+class FusedSignal:
+    """A signal that aborts when any of its sources aborts; created by `fuse`.
+
+    A context manager: leaving it (or calling `close`) detaches the fusion from every
+    source, so a long-lived source keeps no trace of it. The fused `signal` keeps whatever
+    state it had. Fusion never aborts a source.
+    """
+
+    __slots__ = ("_signal", "_sources")
+
+    def __init__(self, signal: AbortSignal, sources: tuple[AbortSignal, ...], /) -> None:
+        self._signal = signal
+        self._sources = sources
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The fused signal."""
+        return self._signal
+
+    def close(self) -> None:
+        """Detach from every source. Idempotent and thread-safe."""
+        sources, self._sources = self._sources, ()
+        if not sources:
+            return
+        fused = self._signal
+        with _lock:
+            for source in sources:
+                if source._dependents is not None:
+                    source._dependents.pop(fused, None)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<FusedSignal of {len(self._sources)} sources: {self._signal!r}>"
+
+
+def fuse(*signals: AbortSignal) -> FusedSignal:
+    """Fuse signals into one that aborts when any of them aborts.
+
+    The fused signal takes the reason of the source that aborted first. Where several
+    sources have already aborted at fusion time, the last one given wins, so callers pass
+    the signal whose reason should prevail (a wrapper's own) last. Fusing a signal with
+    itself yields that very signal.
+
+    Args:
+        *signals: At least one `AbortSignal`.
+
+    Returns:
+        A `FusedSignal`; use it as a context manager so its listeners are removed.
+
+    Raises:
+        ValueError: No signal was given.
+        TypeError: An argument is not an `AbortSignal`.
+    """
+    if not signals:
+        raise ValueError("fuse() needs at least one signal")
+    unique: dict[AbortSignal, None] = {}
+    for signal in signals:
+        if type(signal) is not AbortSignal:
+            raise TypeError(f"fuse() expects AbortSignal instances, got {type(signal).__name__}")
+        unique[signal] = None
+    if len(unique) == 1:
+        return FusedSignal(signals[0], ())
+    sources = tuple(unique)
+    fused = AbortSignal(_KEY)
+    with _lock:
+        for source in reversed(signals):
+            if source._aborted:
+                fused._aborted = True
+                fused._reason = source._reason
+                return FusedSignal(fused, ())
+        for source in sources:
+            if source._dependents is None:
+                source._dependents = {}
+            source._dependents[fused] = None
+    return FusedSignal(fused, sources)
