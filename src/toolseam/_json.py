@@ -1,0 +1,723 @@
+"""Lossless, deeply immutable JSON snapshots: `materialize`, `FrozenList`, `FrozenDict`.
+
+`materialize` is the only way to build a snapshot. It copies every container of its input
+into a `FrozenList` or `FrozenDict` and checks every leaf, so a snapshot can be handed to any
+number of stages without one of them changing what the others see, and serializes to the
+JSON text its input would have.
+
+Two choices shape the implementation:
+
+* Each container of the input is first copied whole into a fresh frozen container by one C
+  call (``list.extend`` or ``dict.update``), and only that private copy is then checked and
+  descended into. A container another thread mutates meanwhile is therefore seen in one
+  consistent state, and the checks look at exactly what ends up in the snapshot.
+* The walk is iterative, with an explicit stack, so depth is bounded only by memory.
+
+Flat containers of plain leaves, the common shape of tool arguments, take a fast path that
+never builds the stack.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, NoReturn, SupportsIndex, cast, final, overload
+
+from typing_extensions import TypeAliasType
+
+from ._errors import safe_str
+
+__all__ = ["FrozenDict", "FrozenList", "JsonValue", "MaterializationError", "materialize"]
+
+if TYPE_CHECKING:
+    # mypy cannot resolve a self-reference inside a TypeAliasType value unless the whole
+    # value is one string (python/mypy#18252); both type checkers accept this form.
+    JsonValue = TypeAliasType(
+        "JsonValue",
+        "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None",
+    )
+else:
+    # At runtime the value is a real expression, so pydantic and other introspection can
+    # resolve it whatever module the alias is re-exported from.
+    JsonValue = TypeAliasType(
+        "JsonValue",
+        bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None,
+    )
+"""A JSON value: ``None``, ``bool``, ``int``, ``float``, ``str``, or an array or object of them.
+
+`materialize` returns the narrower, checked form: arrays are `FrozenList` and objects are
+`FrozenDict`.
+"""
+
+_LIST_IMMUTABLE: Final = "FrozenList is immutable"
+_DICT_IMMUTABLE: Final = "FrozenDict is immutable"
+
+# CPython refuses to convert an int of more than sys.get_int_max_str_digits() decimal digits
+# to text, so json.dumps would fail on it. That limit is never below 640 digits, and an int
+# under 2**2000 has at most 603, so only larger ints pay for the exact check.
+_ALWAYS_PRINTABLE_BITS: Final = 2000
+_PRINTABLE_BOUND: Final = 1 << _ALWAYS_PRINTABLE_BITS
+_NEGATIVE_BOUND: Final = -_PRINTABLE_BOUND  # precomputed: negating it allocates
+
+# Path segments and quoted error texts are cut to these lengths so a detail stays short.
+_MAX_KEY_CHARS: Final = 40
+_MAX_PATH_SEGMENTS: Final = 16
+_MAX_ERROR_CHARS: Final = 200
+
+_copysign = math.copysign
+
+
+class _Sealed:
+    """A type with no instances: the constructor signature type checkers see."""
+
+    __slots__ = ()
+
+
+class MaterializationError(Exception):
+    """A value is not a lossless JSON value, so `materialize` cannot snapshot it.
+
+    ``str(error)`` is a short detail that names the JSON path of the first offending value,
+    such as ``"$.items[2].price: float nan is not JSON"`` or ``"$.x: cycle detected"``.
+    When reading the value itself raised (a dict changed size in another thread, say), that
+    exception is chained as ``__cause__`` and its text is part of the detail.
+
+    Args:
+        detail: What is wrong, and where.
+    """
+
+    detail: str
+    """The detail, as given; the same as ``str(error)``."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+@final
+class FrozenList(list[JsonValue]):
+    """An immutable JSON array, built only by `materialize`.
+
+    A real ``list`` subclass, so ``json.dumps``, ``==`` against plain lists, ``repr`` and
+    every reading method work as for a list, and it stays unhashable like one. Every method
+    that would mutate it raises ``TypeError("FrozenList is immutable")``. Operations that
+    build a new container (slicing, ``+``, ``*``, ``copy()``) return a plain ``list``, as
+    they do for any list subclass; its items are still frozen.
+
+    ``copy.copy``, ``copy.deepcopy`` and ``pickle`` produce plain, mutable copies:
+    ``copy.copy`` a shallow ``list``, ``copy.deepcopy`` a fully thawed tree of plain lists
+    and dicts (built without recursion), and pickling a ``list`` of the items. Deep copying
+    is thus the way to get an editable version of a snapshot.
+
+    It has no public constructor: calling ``FrozenList(...)`` raises `TypeError`.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __init__(self, sealed: _Sealed, /) -> None: ...
+
+    else:
+
+        def __init__(self, *args, **kwargs):
+            raise TypeError("toolseam.FrozenList has no public constructor; use materialize()")
+
+    def __setitem__(self, key: SupportsIndex | slice, value: object, /) -> NoReturn:
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def __delitem__(self, key: SupportsIndex | slice, /) -> NoReturn:
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def __iadd__(self, value: object, /) -> NoReturn:  # type: ignore[misc]  # as typeshed's
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def __imul__(self, value: SupportsIndex, /) -> NoReturn:
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def append(self, object: object, /) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def extend(self, iterable: object, /) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def insert(self, index: SupportsIndex, object: object, /) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def pop(self, index: SupportsIndex = -1, /) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def remove(self, value: object, /) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def clear(self) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def sort(self, *, key: object = None, reverse: bool = False) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable; use ``sorted()`` for a sorted copy.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def reverse(self) -> NoReturn:
+        """Refuse: a `FrozenList` is immutable; use ``reversed()`` to read backwards.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_LIST_IMMUTABLE)
+
+    def __copy__(self) -> list[JsonValue]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, object], /) -> list[JsonValue]:
+        return _thaw(self, memo)
+
+    def __reduce__(self) -> tuple[type[list[JsonValue]], tuple[()], None, Iterator[JsonValue]]:
+        # The default reduction would rebuild a FrozenList through extend(), which refuses.
+        return (list, (), None, iter(self))
+
+
+@final
+class FrozenDict(dict[str, JsonValue]):
+    """An immutable JSON object with string keys, built only by `materialize`.
+
+    A real ``dict`` subclass, so ``json.dumps``, ``==`` against plain dicts, ``repr`` and
+    every reading method work as for a dict, and it stays unhashable like one. Every method
+    that would mutate it raises ``TypeError("FrozenDict is immutable")``. Operations that
+    build a new container (``|``, ``copy()``) return a plain ``dict``; its values are still
+    frozen.
+
+    ``copy.copy``, ``copy.deepcopy`` and ``pickle`` produce plain, mutable copies:
+    ``copy.copy`` a shallow ``dict``, ``copy.deepcopy`` a fully thawed tree of plain dicts
+    and lists (built without recursion), and pickling a ``dict`` of the items.
+
+    It has no public constructor: calling ``FrozenDict(...)`` raises `TypeError`.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __init__(self, sealed: _Sealed, /) -> None: ...
+
+    else:
+
+        def __init__(self, *args, **kwargs):
+            raise TypeError("toolseam.FrozenDict has no public constructor; use materialize()")
+
+    def __setitem__(self, key: str, value: object, /) -> NoReturn:
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def __delitem__(self, key: str, /) -> NoReturn:
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def __ior__(self, value: object, /) -> NoReturn:  # type: ignore[misc]  # as typeshed's
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def update(self, *args: object, **kwargs: object) -> NoReturn:
+        """Refuse: a `FrozenDict` is immutable; use ``{**snapshot, ...}`` for a changed copy.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def pop(self, key: str, /, *default: object) -> NoReturn:
+        """Refuse: a `FrozenDict` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def popitem(self) -> NoReturn:
+        """Refuse: a `FrozenDict` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def clear(self) -> NoReturn:
+        """Refuse: a `FrozenDict` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def setdefault(self, key: str, default: object = None, /) -> NoReturn:
+        """Refuse: a `FrozenDict` is immutable.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(_DICT_IMMUTABLE)
+
+    def __copy__(self) -> dict[str, JsonValue]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, object], /) -> dict[str, JsonValue]:
+        return _thaw(self, memo)
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[dict[str, JsonValue]], tuple[()], None, None, Iterator[tuple[str, JsonValue]]]:
+        # The default reduction would rebuild a FrozenDict through __setitem__, which refuses.
+        return (dict, (), None, None, iter(self.items()))
+
+
+# The base classes' own C methods build and fill the frozen containers, bypassing the
+# overrides above. Type checkers see them taking any object, which is what they accept at
+# runtime (they raise TypeError on anything else, which materialize never passes).
+if TYPE_CHECKING:
+
+    def _new_frozen_list() -> FrozenList: ...
+    def _new_frozen_dict() -> FrozenDict: ...
+    def _fill_list(target: FrozenList, source: object, /) -> None: ...
+    def _fill_dict(target: FrozenDict, source: object, /) -> None: ...
+    def _set_list_item(target: FrozenList, index: int, value: JsonValue, /) -> None: ...
+    def _set_dict_item(target: FrozenDict, key: str, value: JsonValue, /) -> None: ...
+
+else:
+    _new_frozen_list = functools.partial(list.__new__, FrozenList)
+    _new_frozen_dict = functools.partial(dict.__new__, FrozenDict)
+    _fill_list = list.extend
+    _fill_dict = dict.update
+    _set_list_item = list.__setitem__
+    _set_dict_item = dict.__setitem__
+
+
+def materialize(value: object) -> JsonValue:
+    """Take a lossless, deeply immutable JSON snapshot of ``value``.
+
+    Accepts ``None``, ``bool``, ``int``, finite ``float`` other than ``-0.0``, ``str``,
+    ``list`` and ``tuple`` (both become `FrozenList`) and ``dict`` with ``str`` keys (becomes
+    `FrozenDict`), nested to any depth. Only these exact types are accepted: a subclass such
+    as an ``IntEnum``, a ``str`` subclass or a ``dict`` subclass could carry behaviour, so it
+    would not round-trip losslessly. An ``int`` too long for CPython to print
+    (``sys.get_int_max_str_digits()``, checked at call time) is refused too.
+
+    An existing `FrozenList` or `FrozenDict` is already a snapshot and is returned as is,
+    wherever it appears. Shared references are fine; their snapshots may be shared too,
+    which is harmless because snapshots are immutable. The input is never mutated.
+
+    Args:
+        value: Any object.
+
+    Returns:
+        The snapshot: ``value`` itself for a leaf or an existing snapshot, otherwise a new
+        `FrozenList` or `FrozenDict` that compares equal to ``value`` (a tuple compares equal
+        to the list of its items) and serializes with ``json.dumps`` to the same text.
+
+    Raises:
+        MaterializationError: ``value`` holds something that is not losslessly JSON (NaN,
+            an infinity, ``-0.0``, bytes, a set, any other object, a subclass of an accepted
+            type, a non-``str`` key, a cycle), or reading it raised.
+    """
+    # Compared through a variable, which (unlike type(value) is dict) does not narrow value to
+    # a dict of unknown items for the type checkers; value stays an object here.
+    kind = type(value)
+    if kind is dict:
+        root_dict = _new_frozen_dict()
+        try:
+            _fill_dict(root_dict, value)
+        except Exception as error:
+            raise _unreadable([], None, error) from error
+        # Fast path: a flat object of plain leaves is complete once checked.
+        if _flat_object(root_dict):
+            return root_dict
+        _check_keys(root_dict, [], None)
+        return _walk(root_dict, value)
+    if kind is list or kind is tuple:
+        root_list = _new_frozen_list()
+        try:
+            _fill_list(root_list, value)
+        except Exception as error:
+            raise _unreadable([], None, error) from error
+        if _leaves_only(root_list):
+            return root_list
+        return _walk(root_list, value)
+    if (
+        type(value) is str
+        or value is None
+        or type(value) is bool
+        or type(value) is FrozenDict
+        or type(value) is FrozenList
+    ):
+        return value
+    if type(value) is int and (_NEGATIVE_BOUND < value < _PRINTABLE_BOUND or _int_printable(value)):
+        return value
+    if type(value) is float and value - value == 0.0 and (value or _copysign(1.0, value) > 0):
+        return value
+    raise MaterializationError(f"$: {_problem(value)}")
+
+
+def _walk(root: FrozenList | FrozenDict, source: object) -> FrozenList | FrozenDict:
+    """Check ``root``, a fresh shallow copy of ``source``, and freeze what it contains.
+
+    Depth-first and in order, so the first problem reported is the first in document order.
+    Each nested container is copied whole into a frozen one; unless it holds only leaves,
+    it is pushed, and once checked, stored over its source in its parent's copy. The keys
+    of ``root`` have been checked already.
+    """
+    # The stack of containers being checked, as parallel lists rather than a tuple per
+    # frame: at depth, every tracked allocation brings the next garbage collection closer.
+    # targets: the frozen copies; iterators: over their (key, item) pairs; keys: of each
+    # container in its parent (a placeholder for the root); sources: the originals, kept
+    # alive so that their ids stay unique while they are on the path.
+    pairs: Iterator[tuple[int | str, object]]
+    pairs = enumerate(root) if type(root) is FrozenList else iter(root.items())
+    targets: list[FrozenList | FrozenDict] = [root]
+    iterators = [pairs]
+    keys: list[int | str] = [0]
+    sources = [source]
+    # Ids of the source containers on the current path: meeting one again is a cycle.
+    on_path = {id(source)}
+    # Finished containers by source id, so a shared one is checked once and a DAG with
+    # exponentially many paths stays linear. `finished` keeps their sources alive, so that
+    # no new object can take one of those ids.
+    done: dict[int, FrozenList | FrozenDict] = {}
+    finished: list[object] = []
+    key: int | str | None = None
+    try:
+        while targets:
+            target = targets[-1]
+            for key, item in iterators[-1]:
+                # The leaf checks of _leaves_only, repeated inline: a call per leaf would
+                # double the cost of the walk.
+                if type(item) is str:
+                    continue
+                if type(item) is int:
+                    if _NEGATIVE_BOUND < item < _PRINTABLE_BOUND or _int_printable(item):
+                        continue
+                    raise _invalid(keys, key, _int_problem())
+                if item is None or type(item) is bool:
+                    continue
+                if type(item) is float:
+                    if item - item == 0.0 and (item or _copysign(1.0, item) > 0):
+                        continue
+                    raise _invalid(keys, key, _float_problem(item))
+                kind = type(item)
+                if kind is FrozenDict or kind is FrozenList:
+                    continue
+                if kind is not dict and kind is not list and kind is not tuple:
+                    raise _invalid(keys, key, _problem(item))
+                item_id = id(item)
+                if item_id in on_path:
+                    raise _invalid(keys, key, "cycle detected")
+                snapshot = done.get(item_id)
+                if snapshot is not None:
+                    _store(target, key, snapshot)
+                    continue
+                child: FrozenList | FrozenDict
+                if kind is dict:
+                    child = _new_frozen_dict()
+                    _fill_dict(child, item)
+                    if _flat_object(child):
+                        _store(target, key, child)
+                        continue
+                    _check_keys(child, keys, key)
+                    pairs = iter(child.items())
+                else:
+                    child = _new_frozen_list()
+                    _fill_list(child, item)
+                    if _leaves_only(child):
+                        _store(target, key, child)
+                        continue
+                    pairs = enumerate(child)
+                targets.append(child)
+                iterators.append(pairs)
+                keys.append(key)
+                sources.append(item)
+                on_path.add(item_id)
+                break
+            else:
+                targets.pop()
+                iterators.pop()
+                target_key = keys.pop()
+                target_source = sources.pop()
+                source_id = id(target_source)
+                on_path.discard(source_id)
+                done[source_id] = target
+                finished.append(target_source)
+                if targets:
+                    _store(targets[-1], target_key, target)
+                key = None
+    except MaterializationError:
+        raise
+    except Exception as error:
+        # Reading the value raised: a container changed while it was copied, say.
+        raise _unreadable(keys, key, error) from error
+    return root
+
+
+def _flat_object(target: FrozenDict) -> bool:
+    """Whether a copied dict has only ``str`` keys and only leaves or snapshots as values.
+
+    `_leaves_only` for objects, in one pass over keys and values: this is the hot path.
+    """
+    pairs: Iterable[tuple[object, object]] = target.items()
+    for key, item in pairs:
+        if type(key) is not str:
+            return False
+        if type(item) is str:
+            continue
+        if type(item) is int:
+            if _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
+                continue
+            return False
+        if item is None or type(item) is bool:
+            continue
+        if type(item) is float:
+            if item - item == 0.0 and (item or _copysign(1.0, item) > 0):
+                continue
+            return False
+        if type(item) is FrozenDict or type(item) is FrozenList:
+            continue
+        return False
+    return True
+
+
+def _leaves_only(items: Iterable[object]) -> bool:
+    """Whether every item is a valid JSON leaf or an existing snapshot.
+
+    ``False`` does not mean invalid: a container needs the walk, which also finds out what
+    exactly is wrong with an invalid item.
+    """
+    for item in items:
+        if type(item) is str:
+            continue
+        if type(item) is int:
+            if _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
+                continue
+            return False
+        if item is None or type(item) is bool:
+            continue
+        if type(item) is float:
+            if item - item == 0.0 and (item or _copysign(1.0, item) > 0):
+                continue
+            return False
+        if type(item) is FrozenDict or type(item) is FrozenList:
+            continue
+        return False
+    return True
+
+
+def _store(target: FrozenList | FrozenDict, key: int | str, value: JsonValue) -> None:
+    """Put a finished frozen child over its source in its parent's copy."""
+    if type(target) is FrozenList:
+        if type(key) is int:
+            _set_list_item(target, key, value)
+    elif type(key) is str:
+        _set_dict_item(target, key, value)
+
+
+def _check_keys(target: FrozenDict, keys: list[int | str], key: int | str | None) -> None:
+    """Refuse a copied dict with a key that is not an exact ``str``."""
+    dict_keys: Iterable[object] = target
+    for dict_key in dict_keys:
+        if type(dict_key) is not str:
+            raise _invalid(keys, key, _key_problem(dict_key))
+
+
+def _int_printable(value: int) -> bool:
+    """Whether CPython can convert ``value`` to decimal text under the current limit."""
+    limit = sys.get_int_max_str_digits()
+    return limit == 0 or abs(value) < _power_of_ten(limit)
+
+
+@functools.lru_cache(maxsize=4)
+def _power_of_ten(exponent: int) -> int:
+    power: int = 10**exponent
+    return power
+
+
+def _int_problem() -> str:
+    return f"int with more than {sys.get_int_max_str_digits()} digits is not JSON"
+
+
+def _float_problem(value: float) -> str:
+    if value != value:
+        return "float nan is not JSON"
+    if value == math.inf:
+        return "float inf is not JSON"
+    if value == -math.inf:
+        return "float -inf is not JSON"
+    return "-0.0 is not losslessly JSON"
+
+
+_SUBCLASSABLE: Final = (int, float, str, list, tuple, dict)
+
+
+def _problem(value: object) -> str:
+    """Why ``value``, which the checks refused, is not JSON.
+
+    Looks only at the type (never at ``repr`` or ``str``), so it cannot raise.
+    """
+    kind = type(value)
+    if kind is int:
+        return _int_problem()
+    if type(value) is float:
+        return _float_problem(value)
+    name = _type_name(kind)
+    for base in _SUBCLASSABLE:
+        try:
+            is_subclass = issubclass(kind, base)
+        except Exception:
+            is_subclass = False
+        if is_subclass:
+            return f"{name} is not JSON (a subclass of {base.__name__})"
+    return f"{name} is not JSON"
+
+
+def _key_problem(key: object) -> str:
+    kind = type(key)
+    name = _type_name(kind)
+    if key is None or kind is bool or kind is float:
+        return f"dict key {key!r} ({name}) is not a string"
+    if type(key) is int and key.bit_length() <= 64:
+        return f"dict key {key!r} ({name}) is not a string"
+    try:
+        is_str = issubclass(kind, str)
+    except Exception:
+        is_str = False
+    if is_str:
+        return f"dict key of type {name} is not a plain str"
+    return f"dict key of type {name} is not a string"
+
+
+def _type_name(kind: type) -> str:
+    """The name of a type, without ever raising (a metaclass may break ``__name__``)."""
+    try:
+        name = kind.__name__
+    except Exception:
+        return "<unnamed type>"
+    return name if type(name) is str else "<unnamed type>"
+
+
+def _invalid(keys: list[int | str], key: int | str | None, problem: str) -> MaterializationError:
+    return MaterializationError(f"{_path(keys, key)}: {problem}")
+
+
+def _unreadable(
+    keys: list[int | str], key: int | str | None, error: Exception
+) -> MaterializationError:
+    text = safe_str(error)
+    if len(text) > _MAX_ERROR_CHARS:
+        text = text[: _MAX_ERROR_CHARS - 3] + "..."
+    return MaterializationError(f"{_path(keys, key)}: {_type_name(type(error))}: {text}")
+
+
+def _path(stack_keys: list[int | str], key: int | str | None) -> str:
+    """Render a JSON path such as ``$.items[2].price``.
+
+    Args:
+        stack_keys: The keys of the containers on the walk's stack; the first, the root's,
+            is a placeholder.
+        key: The key in the innermost container, or ``None`` for the container itself.
+
+    Very deep paths keep their first and last segments, so the detail stays short.
+    """
+    keys = stack_keys[1:]
+    if key is not None:
+        keys.append(key)
+    half = _MAX_PATH_SEGMENTS // 2
+    if len(keys) > _MAX_PATH_SEGMENTS:
+        skipped = len(keys) - 2 * half
+        middle = f"...({skipped} more)..."
+        return (
+            "$"
+            + "".join(map(_segment, keys[:half]))
+            + middle
+            + "".join(map(_segment, keys[-half:]))
+        )
+    return "$" + "".join(map(_segment, keys))
+
+
+def _segment(key: int | str) -> str:
+    if type(key) is int:
+        return f"[{key}]"
+    text = str(key)
+    if len(text) > _MAX_KEY_CHARS:
+        text = text[: _MAX_KEY_CHARS - 3] + "..."
+    if text.isidentifier():
+        return f".{text}"
+    return f"[{json.dumps(text)}]"
+
+
+@overload
+def _thaw(root: FrozenList, memo: dict[int, object]) -> list[JsonValue]: ...
+@overload
+def _thaw(root: FrozenDict, memo: dict[int, object]) -> dict[str, JsonValue]: ...
+def _thaw(
+    root: FrozenList | FrozenDict, memo: dict[int, object]
+) -> list[JsonValue] | dict[str, JsonValue]:
+    """Copy a snapshot into plain, mutable lists and dicts, without recursion.
+
+    Honours ``copy.deepcopy``'s ``memo``: a frozen container met twice becomes one plain
+    container met twice, as deep copies preserve sharing.
+    """
+    pending: list[tuple[FrozenList | FrozenDict, list[JsonValue] | dict[str, JsonValue]]] = []
+
+    def plain(node: FrozenList | FrozenDict) -> list[JsonValue] | dict[str, JsonValue]:
+        known = memo.get(id(node))
+        if known is not None:
+            # Only copies of snapshot containers are stored under their ids.
+            return cast("list[JsonValue] | dict[str, JsonValue]", known)
+        fresh: list[JsonValue] | dict[str, JsonValue] = [] if type(node) is FrozenList else {}
+        memo[id(node)] = fresh
+        pending.append((node, fresh))
+        return fresh
+
+    result = plain(root)
+    while pending:
+        node, fresh = pending.pop()
+        if type(node) is FrozenList and type(fresh) is list:
+            for item in node:
+                if type(item) is FrozenList or type(item) is FrozenDict:
+                    fresh.append(plain(item))
+                else:
+                    fresh.append(item)
+        elif type(node) is FrozenDict and type(fresh) is dict:
+            for dict_key, item in node.items():
+                if type(item) is FrozenList or type(item) is FrozenDict:
+                    fresh[dict_key] = plain(item)
+                else:
+                    fresh[dict_key] = item
+    return result
