@@ -5,6 +5,21 @@ sees exactly the mutability it needs; a cancelled call always yields exactly one
 that says whether the tool body ran; started work is awaited until it stops.
 """
 
+from ._approval import ApprovalAnswer as ApprovalAnswer
+from ._approval import ApprovalRequest as ApprovalRequest
+from ._approval import ApprovalService as ApprovalService
+from ._decisions import Accept as Accept
+from ._decisions import Allow as Allow
+from ._decisions import Ask as Ask
+from ._decisions import Block as Block
+from ._decisions import Deny as Deny
+from ._decisions import PostDecision as PostDecision
+from ._decisions import PreDecision as PreDecision
+from ._decisions import ReplaceValue as ReplaceValue
+from ._define import ToolDecorator as ToolDecorator
+from ._define import define_tool as define_tool
+from ._definitions import ToolDefinition as ToolDefinition
+from ._definitions import ToolSchema as ToolSchema
 from ._errors import INVALID_ARGS as INVALID_ARGS
 from ._errors import INVALID_TOOL_OUTPUT as INVALID_TOOL_OUTPUT
 from ._errors import TOOL_ABORTED as TOOL_ABORTED
@@ -17,12 +32,33 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolTimeoutError as ToolTimeoutError
+from ._json import FrozenDict as FrozenDict
+from ._json import FrozenList as FrozenList
+from ._json import JsonValue as JsonValue
 from ._registration import Registration as Registration
+from ._registry import ToolRegistry as ToolRegistry
+from ._results import ContentBlock as ContentBlock
+from ._results import ErrorInfo as ErrorInfo
+from ._results import ToolErrorDetail as ToolErrorDetail
+from ._results import ToolFailure as ToolFailure
+from ._results import ToolResult as ToolResult
+from ._results import ToolSuccess as ToolSuccess
 from ._signals import AbortController as AbortController
 from ._signals import AbortSignal as AbortSignal
 from ._signals import FusedSignal as FusedSignal
 from ._signals import fuse as fuse
+from ._stages import AroundDispatch as AroundDispatch
+from ._stages import Guard as Guard
+from ._stages import Next as Next
+from ._stages import PostExecuteListener as PostExecuteListener
+from ._stages import PreExecuteListener as PreExecuteListener
+from ._stages import ResultObserver as ResultObserver
 from ._util import fixup_module_metadata as _fixup_module_metadata
+from ._views import ExecutionToken as ExecutionToken
+from ._views import ToolDispatchExecution as ToolDispatchExecution
+from ._views import ToolExecution as ToolExecution
+from ._views import ToolExecutionInput as ToolExecutionInput
+from ._views import ToolRunContext as ToolRunContext
 
 __all__ = (
     "INVALID_ARGS",
@@ -34,13 +70,49 @@ __all__ = (
     "AbortController",
     "AbortError",
     "AbortSignal",
+    "Accept",
+    "Allow",
+    "ApprovalAnswer",
+    "ApprovalRequest",
+    "ApprovalService",
+    "AroundDispatch",
+    "Ask",
+    "Block",
+    "ContentBlock",
+    "Deny",
+    "ErrorInfo",
+    "ExecutionToken",
+    "FrozenDict",
+    "FrozenList",
     "FusedSignal",
+    "Guard",
+    "JsonValue",
+    "Next",
+    "PostDecision",
+    "PostExecuteListener",
+    "PreDecision",
+    "PreExecuteListener",
     "Registration",
+    "ReplaceValue",
+    "ResultObserver",
     "ToolArgsError",
+    "ToolDecorator",
+    "ToolDefinition",
+    "ToolDispatchExecution",
     "ToolError",
+    "ToolErrorDetail",
+    "ToolExecution",
+    "ToolExecutionInput",
+    "ToolFailure",
     "ToolNotFoundError",
     "ToolOutputError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolRunContext",
+    "ToolSchema",
+    "ToolSuccess",
     "ToolTimeoutError",
+    "define_tool",
     "fuse",
 )
 

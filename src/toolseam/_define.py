@@ -1,0 +1,389 @@
+"""`define_tool`: turn an annotated function into a validated `ToolDefinition` (SPEC §6).
+
+The first parameter's annotation (a TypedDict, dataclass or pydantic model) gives the JSON
+schema of the parameters and validates the arguments; the return annotation validates the
+output. pydantic is imported here only, so a registry of hand-written definitions never
+pays for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import math
+import sys
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar, cast, final, overload
+
+from ._definitions import ToolDefinition
+from ._errors import ToolArgsError, ToolOutputError, safe_str
+from ._json import JsonValue, MaterializationError, materialize
+from ._results import ContentBlock, ToolResult, render_value
+from ._run import Run
+from ._threads import run_in_worker_thread
+from ._views import ToolExecution, ToolRunContext
+
+__all__ = ["ToolDecorator", "define_tool"]
+
+A = TypeVar("A")
+R = TypeVar("R")
+
+Finalize = Callable[[ToolExecution, ToolResult], "Sequence[ContentBlock] | None"]
+
+
+def _summarize_validation_error(error: Any) -> str:
+    try:
+        parts: list[str] = []
+        for item in error.errors(include_url=False)[:5]:
+            loc = ".".join(str(p) for p in item.get("loc", ())) or "$"
+            parts.append(f"{loc}: {item.get('msg', 'invalid')}")
+        extra = error.error_count() - len(parts)
+        if extra > 0:
+            parts.append(f"and {extra} more")
+        return "; ".join(parts)
+    except Exception:
+        return safe_str(error)
+
+
+def _is_async_callable(body: object) -> bool:
+    while isinstance(body, functools.partial):
+        body = body.func
+    if inspect.iscoroutinefunction(body):
+        return True
+    call = getattr(body, "__call__", None)  # noqa: B004 - callable objects
+    return inspect.iscoroutinefunction(call)
+
+
+def _check_timeout(name: str, timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(
+            f'tool "{name}": `timeout` must be a positive number of seconds, '
+            f"got {type(timeout).__name__}"
+        )
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(
+            f'tool "{name}": `timeout` must be a positive number of seconds, got {timeout!r}'
+        )
+    return float(timeout)
+
+
+@final
+class DefinedTool(Generic[A, R]):
+    """The `ToolDefinition` that `define_tool` builds. Not constructible directly."""
+
+    __slots__ = (
+        "__weakref__",
+        "_args_adapter",
+        "_body",
+        "_description",
+        "_finalize",
+        "_is_async",
+        "_is_concurrency_safe",
+        "_name",
+        "_output_adapter",
+        "_parameters",
+        "_render",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        timeout: float | None,
+        body: Callable[..., Any],
+        is_async: bool,
+        args_adapter: Any,
+        output_adapter: Any,
+        parameters: Mapping[str, JsonValue],
+        is_concurrency_safe: Callable[[Any], object] | None,
+        finalize_content: Finalize | None,
+        render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None,
+    ) -> None:
+        self._name = name
+        self._description = description
+        self._timeout = timeout
+        self._body = body
+        self._is_async = is_async
+        self._args_adapter = args_adapter
+        self._output_adapter = output_adapter
+        self._parameters = parameters
+        self._is_concurrency_safe = is_concurrency_safe
+        self._finalize = finalize_content
+        self._render = render
+
+    @property
+    def name(self) -> str:
+        """The unique tool name."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return self._description
+
+    @property
+    def parameters(self) -> Mapping[str, JsonValue]:
+        """The JSON schema of the arguments type."""
+        return self._parameters
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds the timeout policy allows, or ``None``."""
+        return self._timeout
+
+    def parse_arguments(self, arguments: JsonValue, /) -> A:
+        """Validate the frozen arguments against the first parameter's annotation."""
+        from pydantic import ValidationError
+
+        try:
+            # The arguments *are* JSON: validate them in JSON mode. This also keeps pydantic
+            # from rebuilding frozen snapshots through their (private) constructors.
+            return self._args_adapter.validate_json(json.dumps(arguments))  # type: ignore[no-any-return]
+        except ValidationError as error:
+            raise ToolArgsError(
+                f'invalid arguments for tool "{self._name}": {_summarize_validation_error(error)}'
+            ) from None
+
+    async def run(self, args: A, exec: ToolRunContext, /) -> R:
+        """Call the body; a synchronous body runs in a worker thread until it returns."""
+        if self._is_async:
+            return await self._body(args, exec)  # type: ignore[no-any-return]
+        assert isinstance(exec, Run)
+        return await run_in_worker_thread(exec, functools.partial(self._body, args, exec))
+
+    def serialize_output(self, output: R, /) -> JsonValue:
+        """Validate the output against the return annotation and dump it as JSON."""
+        if self._output_adapter is None:
+            return output  # type: ignore[return-value]
+        from pydantic import ValidationError
+        from pydantic_core import PydanticSerializationError
+
+        try:
+            validated = self._output_adapter.validate_python(output)
+            dumped = self._output_adapter.dump_python(validated, mode="json")
+        except (ValidationError, PydanticSerializationError) as error:
+            detail = (
+                _summarize_validation_error(error)
+                if isinstance(error, ValidationError)
+                else safe_str(error)
+            )
+            raise ToolOutputError(
+                f'tool "{self._name}" returned invalid output: {detail}'
+            ) from None
+        try:
+            return materialize(dumped)
+        except MaterializationError as error:
+            raise ToolOutputError(
+                f'tool "{self._name}" returned output that is not losslessly '
+                f"JSON-serializable ({error})"
+            ) from None
+
+    def render(self, args: A, value: JsonValue, /) -> Sequence[ContentBlock]:
+        """The model-facing content: the ``render`` option, or the value as text."""
+        if self._render is not None:
+            return self._render(args, value)
+        return render_value(value)
+
+    def is_concurrency_safe(self, args: A, /) -> bool:
+        """Only an exact ``True`` from the ``is_concurrency_safe`` option counts."""
+        if self._is_concurrency_safe is None:
+            return False
+        return self._is_concurrency_safe(args) is True
+
+    def finalize_content(
+        self, exec: ToolExecution, result: ToolResult, /
+    ) -> Sequence[ContentBlock] | None:
+        """The ``finalize_content`` option, or ``None`` (keep the content)."""
+        if self._finalize is None:
+            return None
+        return self._finalize(exec, result)
+
+    def __repr__(self) -> str:
+        return f"<ToolDefinition {self._name!r}>"
+
+
+@final
+class ToolDecorator:
+    """What `define_tool` returns: call it with the tool body.
+
+    Overloaded so that mypy and pyright infer ``ToolDefinition[A, R]`` for both async
+    bodies (``Callable[[A, ToolRunContext], Awaitable[R]]``, tried first) and sync bodies
+    (``Callable[[A, ToolRunContext], R]``).
+    """
+
+    __slots__ = (
+        "_description",
+        "_finalize",
+        "_is_concurrency_safe",
+        "_name",
+        "_render",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        timeout: float | None,
+        is_concurrency_safe: Callable[[Any], object] | None,
+        finalize_content: Finalize | None,
+        render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None,
+    ) -> None:
+        self._name = name
+        self._description = description
+        self._timeout = timeout
+        self._is_concurrency_safe = is_concurrency_safe
+        self._finalize = finalize_content
+        self._render = render
+
+    @overload
+    def __call__(
+        self, body: Callable[[A, ToolRunContext], Awaitable[R]], /
+    ) -> ToolDefinition[A, R]: ...
+
+    @overload
+    def __call__(self, body: Callable[[A, ToolRunContext], R], /) -> ToolDefinition[A, R]: ...
+
+    def __call__(self, body: Callable[[Any, ToolRunContext], Any], /) -> ToolDefinition[Any, Any]:
+        """Build the definition from ``body``'s annotations.
+
+        Raises:
+            TypeError: ``body`` does not take ``(args, exec)``, its first parameter is not
+                annotated, or pydantic cannot build a schema for the annotations.
+        """
+        name = self._name
+        if not callable(body):
+            raise TypeError(f'tool "{name}": the body must be callable, got {type(body).__name__}')
+        try:
+            signature = inspect.signature(body)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f'tool "{name}": cannot read the body\'s signature ({error})') from None
+        positional = [
+            p
+            for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        required = [p for p in positional if p.default is p.empty]
+        if len(positional) < 2 or len(required) > 2:
+            raise TypeError(
+                f'tool "{name}": the body must take two positional parameters '
+                "(args, exec: ToolRunContext)"
+            )
+        # Like pydantic models, resolve string annotations (``from __future__ import
+        # annotations``) in the namespace where the decorator is applied too, so a tool
+        # defined inside a function can name types local to it.
+        caller = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+        localns = dict(caller.f_locals)
+        del caller
+        try:
+            hints = typing.get_type_hints(body, localns=localns, include_extras=True)
+        except Exception as error:
+            raise TypeError(
+                f'tool "{name}": cannot resolve the body\'s annotations ({safe_str(error)})'
+            ) from None
+        args_name = positional[0].name
+        if args_name not in hints:
+            raise TypeError(
+                f'tool "{name}": annotate the first parameter `{args_name}` with the '
+                "arguments type (a TypedDict, dataclass or pydantic model)"
+            )
+        from pydantic import TypeAdapter
+
+        args_type = hints[args_name]
+        try:
+            args_adapter: Any = TypeAdapter(args_type)
+            schema = materialize(args_adapter.json_schema())
+        except Exception as error:
+            raise TypeError(
+                f'tool "{name}": cannot build a schema for the arguments type '
+                f"{safe_str(args_type)}: {safe_str(error)}"
+            ) from None
+        assert isinstance(schema, Mapping)
+        output_adapter: Any = None
+        if "return" in hints and hints["return"] is not Any:
+            try:
+                output_adapter = TypeAdapter(hints["return"])
+            except Exception as error:
+                raise TypeError(
+                    f'tool "{name}": cannot build a schema for the return type '
+                    f"{safe_str(hints['return'])}: {safe_str(error)}"
+                ) from None
+        return DefinedTool(
+            name=name,
+            description=self._description,
+            timeout=self._timeout,
+            body=body,
+            is_async=_is_async_callable(body),
+            args_adapter=args_adapter,
+            output_adapter=output_adapter,
+            parameters=schema,
+            is_concurrency_safe=self._is_concurrency_safe,
+            finalize_content=self._finalize,
+            render=self._render,
+        )
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    timeout: float | None = None,
+    is_concurrency_safe: Callable[[Any], object] | None = None,
+    finalize_content: Finalize | None = None,
+    render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None = None,
+) -> ToolDecorator:
+    """Define a tool from an annotated ``(args, exec)`` function, sync or async.
+
+    ::
+
+        @define_tool(name="read_file", description="Read a UTF-8 file.", timeout=5.0)
+        async def read_file(args: ReadFileArgs, exec: ToolRunContext) -> str: ...
+
+    Args:
+        name: The unique tool name the model calls.
+        description: What the tool does, for the model.
+        timeout: Seconds the timeout policy allows a call (positive and finite). Never part
+            of `ToolRegistry.schemas`.
+        is_concurrency_safe: ``(args) -> bool``; only an exact ``True`` lets a call overlap
+            others in a batch. Raising means exclusive.
+        finalize_content: ``(exec, result) -> content | None``: last word on the content of
+            every result of this tool, cancellations included.
+        render: ``(args, value) -> content`` for successful calls; default: the value as
+            text (a string as is, anything else as JSON).
+
+    Returns:
+        A decorator that builds the `ToolDefinition`.
+
+    Raises:
+        TypeError: ``name`` is not a non-empty string, or ``timeout`` is not a number.
+        ValueError: ``timeout`` is not positive and finite.
+    """
+    # Checked at runtime too: untyped callers reach here, and a bad name must fail now.
+    given = cast("object", name)
+    if not isinstance(given, str) or not given:
+        raise TypeError(f"define_tool(): `name` must be a non-empty string, got {given!r}")
+    given = cast("object", description)
+    if not isinstance(given, str):
+        raise TypeError(f'tool "{name}": `description` must be a string')
+    for option, value in (
+        ("is_concurrency_safe", is_concurrency_safe),
+        ("finalize_content", finalize_content),
+        ("render", render),
+    ):
+        if value is not None and not callable(value):
+            raise TypeError(f'tool "{name}": `{option}` must be callable')
+    return ToolDecorator(
+        name=name,
+        description=description,
+        timeout=_check_timeout(name, timeout),
+        is_concurrency_safe=is_concurrency_safe,
+        finalize_content=finalize_content,
+        render=render,
+    )

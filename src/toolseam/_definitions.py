@@ -1,0 +1,90 @@
+"""The `ToolDefinition` protocol the registry runs, and the schema it lists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, final
+
+from ._json import JsonValue
+from ._results import ContentBlock, ToolResult
+from ._views import ToolExecution, ToolRunContext
+
+__all__ = ["ToolDefinition", "ToolSchema"]
+
+ArgsT = TypeVar("ArgsT")
+ResultT = TypeVar("ResultT")
+
+
+class ToolDefinition(Protocol[ArgsT, ResultT]):
+    """What `ToolRegistry.register` accepts: `define_tool` builds one, or write your own.
+
+    The registry calls, in order and all inside the body's dispatch: `parse_arguments` on
+    the frozen arguments, `run` with the parsed arguments, `serialize_output` on what `run`
+    returned, and `render` for the model-facing content.
+
+    ``ArgsT`` is the parsed arguments type, ``ResultT`` the body's return type.
+    """
+
+    @property
+    def name(self) -> str:
+        """The unique tool name the model calls."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        ...
+
+    @property
+    def parameters(self) -> Mapping[str, JsonValue]:
+        """The JSON schema of the arguments."""
+        ...
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds the timeout policy allows a call, or ``None``. Never part of schemas."""
+        ...
+
+    def parse_arguments(self, arguments: JsonValue, /) -> ArgsT:
+        """Validate the frozen arguments. Raise `ToolArgsError` when they are invalid."""
+        ...
+
+    async def run(self, args: ArgsT, exec: ToolRunContext, /) -> ResultT:
+        """Run the tool body to completion (a synchronous body in a worker thread)."""
+        ...
+
+    def serialize_output(self, output: ResultT, /) -> JsonValue:
+        """Turn the body's output into JSON. Raise `ToolOutputError` when it is invalid."""
+        ...
+
+    def render(self, args: ArgsT, value: JsonValue, /) -> Sequence[ContentBlock]:
+        """The model-facing content for a successful value."""
+        ...
+
+    def is_concurrency_safe(self, args: ArgsT, /) -> bool:
+        """Whether this call may overlap others; only an exact ``True`` makes it parallel."""
+        ...
+
+    def finalize_content(
+        self, exec: ToolExecution, result: ToolResult, /
+    ) -> Sequence[ContentBlock] | None:
+        """Last word on the content of every result of this tool, or ``None`` to keep it."""
+        ...
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """What a model is told about a tool: name, description and parameters only."""
+
+    name: str
+    """The tool name."""
+    description: str
+    """What the tool does."""
+    parameters: Mapping[str, JsonValue]
+    """JSON schema of the arguments."""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The plain JSON form, as most model APIs take it."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}

@@ -1,0 +1,238 @@
+"""The scripted scenario behind ``python -m toolseam demo``.
+
+Every call runs against one registry whose stages all write to a per-call trace; the
+scenario decides at which stage the caller (or the host) aborts. Orderings are driven by
+the stages themselves, never by sleeps, so the output is the same on every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import IO, Literal
+
+import anyio
+from typing_extensions import TypedDict
+
+from ._approval import ApprovalAnswer, ApprovalRequest
+from ._decisions import Ask, PostDecision, PreDecision
+from ._define import define_tool
+from ._errors import AbortError
+from ._registry import ToolRegistry
+from ._results import ToolResult, ToolSuccess
+from ._signals import AbortController, AbortSignal
+from ._stages import Next
+from ._views import ToolDispatchExecution, ToolExecution, ToolExecutionInput, ToolRunContext
+
+__all__ = ["run_demo"]
+
+WIDTH = 100
+
+
+class EchoArgs(TypedDict):
+    """Arguments of the demo tools."""
+
+    text: str
+
+
+@dataclasses.dataclass
+class Scenario:
+    """One scripted call."""
+
+    title: str
+    tool: str
+    arguments: object
+    abort_at: str | None = None
+    host_cancel_at: str | None = None
+    pre_aborted: bool = False
+    trace: list[str] = dataclasses.field(default_factory=list[str])
+    controller: AbortController = dataclasses.field(default_factory=AbortController)
+    scope: anyio.CancelScope | None = None
+    published: ToolResult | None = None
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def enter(self, stage: str) -> None:
+        """Record a stage, then fire the scripted abort if this is its stage."""
+        with self.lock:
+            self.trace.append(stage)
+        if stage == self.abort_at:
+            self.controller.abort("user pressed stop")
+        if stage == self.host_cancel_at and self.scope is not None:
+            with self.lock:
+                self.trace.append("!host-cancel")
+            self.scope.cancel()
+
+
+def scenarios() -> list[Scenario]:
+    """The eight scripted calls, fresh for each run (controllers are single-use)."""
+    return [
+        Scenario("a successful call", "echo", {"text": "hello"}),
+        Scenario("the caller aborted before calling", "echo", {"text": "hi"}, pre_aborted=True),
+        Scenario("abort while approval waits", "dangerous", {"text": "rm"}, abort_at="approval"),
+        Scenario("abort while a cooperative body runs", "slow", {"text": "x"}, abort_at="body"),
+        Scenario(
+            "wrapper short-circuit overtaken by abort", "cached", {"text": "c"}, abort_at="wrap"
+        ),
+        Scenario(
+            "sync body in a worker thread, aborted", "blocking", {"text": "t"}, abort_at="body"
+        ),
+        Scenario(
+            "the host cancels the awaiting task", "slow", {"text": "h"}, host_cancel_at="body"
+        ),
+        Scenario("invalid arguments", "echo", {"text": 42}),
+    ]
+
+
+def build_registry(current: Callable[[], Scenario]) -> ToolRegistry:
+    """The demo registry: four tools and a tracing listener on every stage."""
+
+    class Approver:
+        async def request(self, request: ApprovalRequest, /) -> ApprovalAnswer:
+            current().enter("approval")
+            # A cooperative approval UI: it stops waiting when the caller aborts.
+            await request.signal.wait()
+            return "cancelled"
+
+    registry = ToolRegistry(approval=Approver())
+
+    @define_tool(name="echo", description="Echo the text.")
+    async def echo(args: EchoArgs, exec: ToolRunContext) -> str:
+        current().enter("body")
+        return args["text"]
+
+    @define_tool(name="slow", description="Wait until aborted (a cooperative body).")
+    async def slow(args: EchoArgs, exec: ToolRunContext) -> str:
+        current().enter("body")
+        await exec.signal.wait()
+        exec.signal.raise_if_aborted()
+        return args["text"]
+
+    @define_tool(name="blocking", description="Block a worker thread until aborted.")
+    def blocking(args: EchoArgs, exec: ToolRunContext) -> str:
+        current().enter("body")
+        exec.signal.wait_sync()
+        raise AbortError(exec.signal.reason)
+
+    @define_tool(name="cached", description="Served from a wrapper's cache.")
+    async def cached(args: EchoArgs, exec: ToolRunContext) -> str:
+        current().enter("body")
+        return args["text"]
+
+    @define_tool(name="dangerous", description="Needs approval.")
+    async def dangerous(args: EchoArgs, exec: ToolRunContext) -> str:
+        current().enter("body")
+        return args["text"]
+
+    for tool in (echo, slow, blocking, cached, dangerous):
+        registry.register(tool)
+
+    async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+        current().enter("pre")
+        decision = await next()
+        return Ask("deletes files") if exec.name == "dangerous" else decision
+
+    async def wrap(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+        current().enter("wrap")
+        if exec.name == "cached":
+            return ToolSuccess(value="from cache")
+        return await next()
+
+    async def post(
+        exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+    ) -> PostDecision:
+        current().enter("post")
+        return await next()
+
+    def observe(exec: ToolExecution, result: ToolResult) -> None:
+        scenario = current()
+        scenario.enter("result")
+        scenario.published = result
+
+    registry.on_pre_execute(pre)
+    registry.on_execute(wrap)
+    registry.on_post_execute(post)
+    registry.on_result(observe)
+    registry.add_guard(lambda exec: None)
+    return registry
+
+
+def _code(result: ToolResult) -> str:
+    if isinstance(result, ToolSuccess):
+        return "OK"
+    info = result.error.info
+    return info.code if info is not None else "ERROR"
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
+
+
+def _timeline(trace: list[str]) -> str:
+    marks = {"!abort": "[ABORT]", "!host-cancel": "[HOST CANCEL]"}
+    return _clip(" > ".join(marks.get(step, step) for step in trace))
+
+
+async def _run(out: IO[str]) -> None:
+    current: list[Scenario] = []
+    registry = build_registry(lambda: current[-1])
+    out.write(f"{'toolseam demo: eight calls, one registry':^{WIDTH}}\n")
+    out.write("-" * WIDTH + "\n")
+    for number, scenario in enumerate(scenarios(), start=1):
+        current.append(scenario)
+
+        def on_abort(signal: AbortSignal, scenario: Scenario = scenario) -> None:
+            with scenario.lock:
+                scenario.trace.append("!abort")
+
+        if scenario.pre_aborted:
+            scenario.controller.abort("user pressed stop")
+            scenario.trace.append("!abort")
+        else:
+            scenario.controller.signal.add_listener(on_abort)
+        call = ToolExecutionInput(
+            call_id=f"call_{number}",
+            name=scenario.tool,
+            arguments=scenario.arguments,
+            signal=scenario.controller.signal,
+        )
+        returned: ToolResult | None = None
+        with anyio.CancelScope() as scope:
+            scenario.scope = scope
+            returned = await registry.execute(call)
+        published = scenario.published
+        assert published is not None, "every call publishes exactly one result"
+        if returned is not None:
+            assert returned is published, "execute() returns the published result"
+            outcome = ""
+        else:
+            outcome = " (published; execute() re-raised the host's cancellation)"
+        if isinstance(published, ToolSuccess):
+            detail = f"OK: {published.value!r}"
+        else:
+            detail = f"{_code(published)}: {published.error.message}"
+        out.write(f"{number}. {scenario.title}\n")
+        out.write(f"   {_timeline(scenario.trace)}\n")
+        out.write(_clip(f"   => {detail}{outcome}") + "\n")
+    out.write("-" * WIDTH + "\n")
+    out.write(_LEGEND)
+
+
+_LEGEND = """\
+Legend
+  pre       pre-execute chain          approval   ApprovalService.request (after Ask)
+  wrap      around-dispatch wrapper    body       the tool body (sync bodies: worker thread)
+  post      post-execute chain         result     result observers (exactly once per call)
+  [ABORT]   the caller's signal aborted here      [HOST CANCEL] the awaiting task was cancelled
+  ABORTED                   the body was invoked, then cancellation won
+  ABORTED_BEFORE_DISPATCH   cancellation stopped the call before the body was invoked
+"""
+
+
+Backend = Literal["asyncio", "trio"]
+
+
+def run_demo(*, backend: Backend = "asyncio", out: IO[str]) -> int:
+    """Run the scenario on ``backend``, writing the report to ``out``; returns 0."""
+    anyio.run(_run, out, backend=backend)
+    return 0

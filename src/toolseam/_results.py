@@ -1,0 +1,275 @@
+"""Tool results: `ToolSuccess`, `ToolFailure`, and the error detail they carry.
+
+Results are frozen and deeply immutable: every JSON-bearing field is materialized into a
+frozen snapshot when the result is built, so what one observer sees no stage can change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias, cast, final
+
+from ._errors import (
+    TOOL_ABORTED,
+    TOOL_ABORTED_BEFORE_DISPATCH,
+    ToolError,
+    safe_str,
+)
+from ._json import FrozenDict, JsonValue, MaterializationError, materialize
+
+__all__ = [
+    "ContentBlock",
+    "ErrorInfo",
+    "ToolErrorDetail",
+    "ToolFailure",
+    "ToolResult",
+    "ToolSuccess",
+    "aborted_result",
+    "describe_exception",
+    "failure_from_exception",
+    "render_value",
+    "text_block",
+    "text_content",
+]
+
+ContentBlock: TypeAlias = Mapping[str, JsonValue]
+"""One block of model-facing content, a JSON object such as ``{"type": "text", "text": "…"}``."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """Machine-readable identity of an error: the exception type name and a stable code."""
+
+    name: str
+    """The error's type name, such as ``"AbortError"`` or ``"ToolArgsError"``."""
+    code: str
+    """The stable code, such as ``"ABORTED"`` or ``"INVALID_ARGS"``."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ToolErrorDetail:
+    """What went wrong: a message for the model and humans, and optional routing info."""
+
+    message: str
+    """Human- and model-readable message."""
+    info: ErrorInfo | None = None
+    """Set for routable errors (`ToolError` subclasses, cancellation); ``None`` otherwise."""
+
+
+def _freeze(value: object, what: str) -> JsonValue:
+    try:
+        return materialize(value)
+    except MaterializationError as error:
+        raise ValueError(f"{what} must be losslessly JSON-serializable ({error})") from None
+
+
+def _as_sequence(value: object, what: str) -> Sequence[object]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{what} must be a sequence, got {type(value).__name__}")
+    return cast("Sequence[object]", value)
+
+
+def _freeze_content(content: object) -> tuple[ContentBlock, ...]:
+    blocks: list[ContentBlock] = []
+    for index, block in enumerate(_as_sequence(content, "result content")):
+        frozen = _freeze(block, f"content[{index}]")
+        if not isinstance(frozen, FrozenDict):
+            raise TypeError(f"content[{index}] must be a JSON object, got {type(block).__name__}")
+        blocks.append(frozen)
+    return tuple(blocks)
+
+
+def _freeze_contexts(contexts: object) -> tuple[JsonValue, ...]:
+    return tuple(
+        _freeze(context, f"additional_contexts[{index}]")
+        for index, context in enumerate(_as_sequence(contexts, "additional_contexts"))
+    )
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSuccess:
+    """A call that produced a value.
+
+    Built with any JSON-like values; they are frozen on construction.
+
+    Raises:
+        ValueError: A field is not losslessly JSON-serializable.
+        TypeError: ``content`` is not a sequence of JSON objects.
+    """
+
+    value: JsonValue
+    """The tool's output (JSON). Never part of `to_json`: durable history keeps content."""
+    content: Sequence[ContentBlock] = ()
+    """Model-facing content blocks."""
+    meta: JsonValue | None = None
+    """Free-form JSON metadata for the host application."""
+    additional_contexts: Sequence[JsonValue] = ()
+    """Extra context gathered during the call (deferred by the body, wrappers, post-execute)."""
+    is_error: Literal[False] = field(default=False, init=False)
+    """Always ``False``: narrows `ToolResult` to `ToolSuccess`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", _freeze(self.value, "ToolSuccess.value"))
+        object.__setattr__(self, "content", _freeze_content(self.content))
+        object.__setattr__(self, "meta", _freeze(self.meta, "ToolSuccess.meta"))
+        object.__setattr__(self, "additional_contexts", _freeze_contexts(self.additional_contexts))
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The durable, JSON-serializable form (without `value`)."""
+        return {
+            "is_error": False,
+            "content": list(self.content),
+            "meta": self.meta,
+            "additional_contexts": list(self.additional_contexts),
+        }
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailure:
+    """A call that ended in an error, a denial or a cancellation.
+
+    Use `ToolFailure.from_message` to get the standard ``"Error: <message>"`` content.
+
+    Raises:
+        ValueError: A field is not losslessly JSON-serializable.
+        TypeError: ``content`` is not a sequence of JSON objects.
+    """
+
+    error: ToolErrorDetail
+    """What went wrong."""
+    content: Sequence[ContentBlock] = ()
+    """Model-facing content blocks."""
+    meta: JsonValue | None = None
+    """Free-form JSON metadata for the host application."""
+    additional_contexts: Sequence[JsonValue] = ()
+    """Extra context gathered during the call."""
+    is_error: Literal[True] = field(default=True, init=False)
+    """Always ``True``: narrows `ToolResult` to `ToolFailure`."""
+
+    def __post_init__(self) -> None:
+        if type(self.error) is not ToolErrorDetail:
+            raise TypeError(
+                f"ToolFailure.error must be a ToolErrorDetail, got {type(self.error).__name__}"
+            )
+        object.__setattr__(self, "content", _freeze_content(self.content))
+        object.__setattr__(self, "meta", _freeze(self.meta, "ToolFailure.meta"))
+        object.__setattr__(self, "additional_contexts", _freeze_contexts(self.additional_contexts))
+
+    @classmethod
+    def from_message(
+        cls,
+        message: str,
+        *,
+        info: ErrorInfo | None = None,
+        meta: JsonValue | None = None,
+        additional_contexts: Sequence[JsonValue] = (),
+    ) -> ToolFailure:
+        """Build a failure whose content is the standard text block ``"Error: <message>"``."""
+        return cls(
+            error=ToolErrorDetail(message, info),
+            content=text_content(f"Error: {message}"),
+            meta=meta,
+            additional_contexts=additional_contexts,
+        )
+
+    @property
+    def code(self) -> str | None:
+        """Shortcut for ``error.info.code`` (``None`` for an unrouted error)."""
+        info = self.error.info
+        return None if info is None else info.code
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The durable, JSON-serializable form."""
+        info = self.error.info
+        return {
+            "is_error": True,
+            "error": {
+                "message": self.error.message,
+                "info": None if info is None else {"name": info.name, "code": info.code},
+            },
+            "content": list(self.content),
+            "meta": self.meta,
+            "additional_contexts": list(self.additional_contexts),
+        }
+
+
+ToolResult: TypeAlias = ToolSuccess | ToolFailure
+"""The one result every call ends in; narrow it on ``is_error``."""
+
+
+def text_content(text: str) -> tuple[ContentBlock, ...]:
+    """A content sequence of one text block."""
+    return (text_block(text),)
+
+
+def text_block(text: str) -> ContentBlock:
+    """One frozen ``{"type": "text", "text": text}`` block."""
+    block = materialize({"type": "text", "text": text})
+    assert isinstance(block, FrozenDict)
+    return block
+
+
+def render_value(value: JsonValue) -> tuple[ContentBlock, ...]:
+    """The default content for a value: the text itself, or its JSON."""
+    if isinstance(value, str):
+        return text_content(value)
+    return text_content(json.dumps(value, ensure_ascii=False))
+
+
+def describe_exception(error: BaseException) -> str:
+    """The message of an exception, never raising and never empty."""
+    # safe_str even for a ToolError: a hostile subclass may have set a non-str message.
+    text = safe_str(error.message) if isinstance(error, ToolError) else safe_str(error)
+    if text:
+        return text
+    try:
+        return type(error).__name__
+    except Exception:  # pragma: no cover - hostile metaclass
+        return "error"
+
+
+def failure_from_exception(
+    error: BaseException, *, additional_contexts: Sequence[JsonValue] = ()
+) -> ToolFailure:
+    """Normalize an exception into a failure.
+
+    A `ToolError` surfaces ``ErrorInfo(type name, code)``; any other exception only its
+    message.
+    """
+    info: ErrorInfo | None = None
+    if isinstance(error, ToolError):
+        # safe_str: a hostile subclass may have set a non-str code.
+        info = ErrorInfo(type(error).__name__, safe_str(error.code))
+    return ToolFailure.from_message(
+        describe_exception(error), info=info, additional_contexts=additional_contexts
+    )
+
+
+_ABORTED_MESSAGES: Mapping[str, str] = {
+    TOOL_ABORTED: "tool call aborted",
+    TOOL_ABORTED_BEFORE_DISPATCH: "tool call aborted before dispatch",
+}
+_ABORTED_CONTENT: Mapping[str, tuple[ContentBlock, ...]] = {
+    code: text_content(f"Error: {message}") for code, message in _ABORTED_MESSAGES.items()
+}
+_ABORTED_INFO: Mapping[str, ErrorInfo] = {
+    code: ErrorInfo("AbortError", code) for code in _ABORTED_MESSAGES
+}
+
+
+def aborted_result(
+    *, body_invoked: bool, additional_contexts: Sequence[JsonValue] = ()
+) -> ToolFailure:
+    """The cancellation result: `ABORTED` if the body was invoked, else before dispatch."""
+    code = TOOL_ABORTED if body_invoked else TOOL_ABORTED_BEFORE_DISPATCH
+    return ToolFailure(
+        error=ToolErrorDetail(_ABORTED_MESSAGES[code], _ABORTED_INFO[code]),
+        content=_ABORTED_CONTENT[code],
+        additional_contexts=additional_contexts,
+    )

@@ -1,0 +1,192 @@
+"""The private, registry-owned run object behind the execution views.
+
+`Run` implements `ToolExecution` and `ToolRunContext` directly: every public attribute is a
+getter-only property and the class has ``__slots__``, so assignment and deletion raise
+`AttributeError` at runtime just as the type checkers reject them. `DispatchView` is the one
+object with a ``signal`` setter; it writes through to the run. The caller's signal lives in
+a slot no view exposes (SPEC §5: every cancellation decision reads that captured signal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from ._json import JsonValue, MaterializationError, materialize
+from ._results import ContentBlock, ToolResult
+from ._signals import AbortSignal
+from ._views import ExecutionToken
+
+if TYPE_CHECKING:
+    from ._views import ToolExecution
+
+__all__ = ["DispatchView", "Run"]
+
+Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
+
+
+@final
+class Run:
+    """One execution's state. Only the registry creates and mutates it."""
+
+    __slots__ = (
+        "_agent",
+        "_arguments",
+        "_body_invoked",
+        "_call_id",
+        "_caller_signal",
+        "_contexts",
+        "_final",
+        "_finalizer",
+        "_in_body",
+        "_name",
+        "_parent",
+        "_result",
+        "_root_call_id",
+        "_signal",
+        "_token",
+    )
+
+    _arguments: JsonValue
+    _result: ToolResult | None
+
+    def __init__(
+        self,
+        *,
+        token: ExecutionToken,
+        call_id: str,
+        root_call_id: str,
+        name: str,
+        agent: object | None,
+        parent: ExecutionToken | None,
+        signal: AbortSignal,
+        finalizer: Finalizer | None,
+    ) -> None:
+        self._token = token
+        self._call_id = call_id
+        self._root_call_id = root_call_id
+        self._name = name
+        self._agent = agent
+        self._parent = parent
+        self._caller_signal = signal
+        self._signal: Any = signal  # a wrapper may store anything here at runtime
+        self._finalizer = finalizer
+        self._arguments = None
+        self._contexts: list[JsonValue] = []
+        self._body_invoked = False
+        self._in_body = False
+        self._final = False
+        self._result = None
+
+    @property
+    def token(self) -> ExecutionToken:
+        """This execution's identity."""
+        return self._token
+
+    @property
+    def call_id(self) -> str:
+        """The caller's id for this call."""
+        return self._call_id
+
+    @property
+    def root_call_id(self) -> str:
+        """The id of the outermost call."""
+        return self._root_call_id
+
+    @property
+    def name(self) -> str:
+        """The tool name as requested."""
+        return self._name
+
+    @property
+    def arguments(self) -> JsonValue:
+        """The frozen snapshot of the arguments."""
+        return self._arguments
+
+    @property
+    def agent(self) -> object | None:
+        """The opaque agent value from the input."""
+        return self._agent
+
+    @property
+    def parent(self) -> ExecutionToken | None:
+        """The parent execution's token."""
+        return self._parent
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The current abort signal (read-only here)."""
+        return self._signal  # type: ignore[no-any-return]
+
+    def defer_context(self, context: JsonValue) -> None:
+        """Attach extra context to this call's result (tool body only)."""
+        if not self._in_body:
+            raise RuntimeError("defer_context() is only available while the tool body runs")
+        try:
+            frozen = materialize(context)
+        except MaterializationError as error:
+            raise ValueError(
+                f"deferred context must be losslessly JSON-serializable ({error})"
+            ) from None
+        self._contexts.append(frozen)
+
+    def __repr__(self) -> str:
+        return f"<ToolExecution {self._name!r} call_id={self._call_id!r}>"
+
+
+@final
+class DispatchView:
+    """The around-dispatch wrappers' view: ``signal`` may be replaced, never deleted."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def token(self) -> ExecutionToken:
+        """This execution's identity."""
+        return self._run._token
+
+    @property
+    def call_id(self) -> str:
+        """The caller's id for this call."""
+        return self._run._call_id
+
+    @property
+    def root_call_id(self) -> str:
+        """The id of the outermost call."""
+        return self._run._root_call_id
+
+    @property
+    def name(self) -> str:
+        """The tool name as requested."""
+        return self._run._name
+
+    @property
+    def arguments(self) -> JsonValue:
+        """The frozen snapshot of the arguments."""
+        return self._run._arguments
+
+    @property
+    def agent(self) -> object | None:
+        """The opaque agent value from the input."""
+        return self._run._agent
+
+    @property
+    def parent(self) -> ExecutionToken | None:
+        """The parent execution's token."""
+        return self._run._parent
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The signal handed down to inner wrappers and the body."""
+        return self._run._signal  # type: ignore[no-any-return]
+
+    @signal.setter
+    def signal(self, value: AbortSignal) -> None:
+        # SPEC §3: the type is the typed contract's job; the registry copes with garbage.
+        self._run._signal = value
+
+    def __repr__(self) -> str:
+        return f"<ToolDispatchExecution {self._run._name!r} call_id={self._run._call_id!r}>"
