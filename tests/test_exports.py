@@ -31,6 +31,8 @@ FINAL_CLASSES = [
     "ToolDecorator",
     "FrozenDict",
     "FrozenList",
+    "ToolCall",
+    "CallOutcome",
 ]
 
 

@@ -8,6 +8,9 @@ that says whether the tool body ran; started work is awaited until it stops.
 from ._approval import ApprovalAnswer as ApprovalAnswer
 from ._approval import ApprovalRequest as ApprovalRequest
 from ._approval import ApprovalService as ApprovalService
+from ._batch import CallOutcome as CallOutcome
+from ._batch import ToolCall as ToolCall
+from ._batch import run_tool_calls as run_tool_calls
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
 from ._decisions import Ask as Ask
@@ -35,6 +38,7 @@ from ._errors import ToolTimeoutError as ToolTimeoutError
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
 from ._json import JsonValue as JsonValue
+from ._nested import nested_input as nested_input
 from ._registration import Registration as Registration
 from ._registry import ToolRegistry as ToolRegistry
 from ._results import ContentBlock as ContentBlock
@@ -78,6 +82,7 @@ __all__ = (
     "AroundDispatch",
     "Ask",
     "Block",
+    "CallOutcome",
     "ContentBlock",
     "Deny",
     "ErrorInfo",
@@ -96,6 +101,7 @@ __all__ = (
     "ReplaceValue",
     "ResultObserver",
     "ToolArgsError",
+    "ToolCall",
     "ToolDecorator",
     "ToolDefinition",
     "ToolDispatchExecution",
@@ -114,6 +120,8 @@ __all__ = (
     "ToolTimeoutError",
     "define_tool",
     "fuse",
+    "nested_input",
+    "run_tool_calls",
 )
 
 __version__ = "0.1.0.dev0"

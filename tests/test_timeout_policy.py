@@ -1,0 +1,133 @@
+"""SPEC §7: the timeout policy owns only its own deadline."""
+
+from __future__ import annotations
+
+import anyio
+
+from support import Published, TextArgs, code_of, make_input
+from toolseam import (
+    TOOL_ABORTED,
+    TOOL_TIMEOUT,
+    AbortController,
+    AbortSignal,
+    ErrorInfo,
+    Next,
+    PostDecision,
+    ToolExecution,
+    ToolFailure,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+    ToolSuccess,
+    define_tool,
+)
+from toolseam.policies import timeout_policy
+
+TIMEOUT = 0.01  # tiny: the body waits for the deadline, nothing asserts how long it took
+
+
+def _registry(body: object, *, timeout: float | None = TIMEOUT) -> tuple[ToolRegistry, Published]:
+    registry = ToolRegistry()
+    registry.register(define_tool(name="t", description="", timeout=timeout)(body))  # type: ignore[call-overload]
+    registry.on_execute(timeout_policy(registry))
+    published = Published()
+    registry.on_result(published)
+    return registry, published
+
+
+class TestTimeoutPolicy:
+    async def test_own_deadline_first_is_tool_timeout(self) -> None:
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            await exec.signal.wait()
+            exec.defer_context("partial progress")
+            exec.signal.raise_if_aborted()
+            return "unreachable"
+
+        registry, published = _registry(body)
+        result = await registry.execute(make_input("t"))
+        assert isinstance(result, ToolFailure)
+        assert result.error.message == f"tool call timed out after {TIMEOUT:g}s"
+        assert result.error.info == ErrorInfo("ToolTimeoutError", TOOL_TIMEOUT)
+        assert list(result.additional_contexts) == ["partial progress"]
+        assert published.only is result
+
+    async def test_deadline_replaces_even_a_success_the_body_returned_late(self) -> None:
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            await exec.signal.wait()
+            return "finished after the deadline"
+
+        registry, _ = _registry(body)
+        result = await registry.execute(make_input("t"))
+        assert code_of(result) == TOOL_TIMEOUT
+
+    async def test_caller_abort_first_stays_aborted(self) -> None:
+        caller = AbortController()
+
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            caller.abort("user pressed stop")
+            await anyio.sleep(TIMEOUT * 2)  # the deadline passes too, but second
+            exec.signal.raise_if_aborted()
+            return ""
+
+        registry, _ = _registry(body)
+        result = await registry.execute(make_input("t", signal=caller.signal))
+        assert code_of(result) == TOOL_ABORTED
+
+    async def test_deadline_first_then_caller_stays_tool_timeout(self) -> None:
+        caller = AbortController()
+
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            await exec.signal.wait()  # the deadline
+            caller.abort("user pressed stop, too late")
+            exec.signal.raise_if_aborted()
+            return ""
+
+        registry, _ = _registry(body)
+        result = await registry.execute(make_input("t", signal=caller.signal))
+        assert code_of(result) == TOOL_TIMEOUT
+
+    async def test_tool_without_timeout_is_delegated_untouched(self) -> None:
+        caller = AbortController()
+        seen: list[AbortSignal] = []
+
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            seen.append(exec.signal)
+            return "ok"
+
+        registry, _ = _registry(body, timeout=None)
+        result = await registry.execute(make_input("t", signal=caller.signal))
+        assert isinstance(result, ToolSuccess)
+        assert seen == [caller.signal]
+
+    async def test_upstream_signal_is_restored_for_post_execute(self) -> None:
+        caller = AbortController()
+        post_saw: list[AbortSignal] = []
+
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            return "fast"
+
+        async def post(
+            exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+        ) -> PostDecision:
+            post_saw.append(exec.signal)
+            return await next()
+
+        registry, _ = _registry(body, timeout=60)
+        registry.on_post_execute(post)
+        result = await registry.execute(make_input("t", signal=caller.signal))
+        assert isinstance(result, ToolSuccess)
+        assert post_saw == [caller.signal]
+
+    async def test_no_timer_task_or_listener_is_left_behind(self) -> None:
+        caller = AbortController()
+
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            return "fast"
+
+        registry, _ = _registry(body, timeout=3600)
+        tasks_before = len(anyio.get_running_tasks())
+        for _ in range(20):
+            await registry.execute(make_input("t", signal=caller.signal))
+        assert caller.signal._listener_count() == 0
+        # An hour-long timer that outlived its call would still be a running task here.
+        assert len(anyio.get_running_tasks()) == tasks_before
