@@ -256,3 +256,21 @@ async def test_sequence_fields_validate_from_frozen_snapshots() -> None:
     result = await registry.execute(make_input("tagged", {"tags": ["a", "b"]}))
     assert isinstance(result, ToolSuccess)
     assert result.value == 2
+
+
+async def test_sync_body_can_call_back_into_the_event_loop() -> None:
+    """Sync bodies run on anyio worker threads, so ``anyio.from_thread`` works in them."""
+    import anyio.from_thread
+
+    loop_calls: list[str] = []
+
+    @define_tool(name="callback", description="")
+    def callback(args: ReadArgs, exec: ToolRunContext) -> str:
+        anyio.from_thread.run_sync(loop_calls.append, args["path"])
+        return "ok"
+
+    registry = ToolRegistry()
+    registry.register(callback)
+    result = await registry.execute(make_input("callback", {"path": "p", "limit": 1}))
+    assert isinstance(result, ToolSuccess)
+    assert loop_calls == ["p"]

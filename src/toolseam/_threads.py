@@ -5,20 +5,20 @@ A thread cannot be cancelled, so host cancellation must not abandon it (SPEC §5
 ``exec.signal.aborted`` or wakes from ``wait_sync``, and the caller waits, shielded, until
 the thread has returned before the cancellation propagates.
 
-toolseam uses its own executor rather than ``anyio.to_thread``: a job submitted here always
-runs, so "wait until it has returned" can never wait for a job that was silently dropped.
+The body runs in an anyio worker thread (so ``anyio.from_thread`` works inside it). anyio
+is asked to let go of the thread on cancellation (``abandon_on_cancel=True``) only so that
+the cancellation reaches this function at once; this function then does the waiting itself.
+A job that had not started yet when the host cancelled is told not to start at all.
 """
 
 from __future__ import annotations
 
-import contextvars
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import anyio
+import anyio.to_thread
 
 from ._errors import AbortError
 from ._run import Run
@@ -28,38 +28,50 @@ __all__ = ["run_in_worker_thread"]
 
 T = TypeVar("T")
 
-_MAX_WORKERS = max(40, (os.cpu_count() or 1) * 5)
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
 
+class _Job:
+    """The hand-off between the awaiting task and the thread; guarded by ``lock``."""
 
-def _get_executor() -> ThreadPoolExecutor:
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(_MAX_WORKERS, thread_name_prefix="toolseam-body")
-        return _executor
+    __slots__ = ("finished", "lock", "started", "withdrawn")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = False
+        self.withdrawn = False
+        self.finished = AbortController()  # "aborted" once the body has returned
 
 
 async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
     """Run ``call`` in a worker thread and await it until it returns, even when cancelled."""
     host = AbortController()
-    finished = AbortController()
+    job = _Job()
+
+    def target() -> T | None:
+        with job.lock:
+            if job.withdrawn:
+                return None  # the host cancelled before the body started: never start it
+            job.started = True
+        try:
+            return call()
+        finally:
+            job.finished.abort()
+
     with fuse(run._signal, host.signal) as fused:
         previous = run._signal
         run._signal = fused.signal
         try:
-            context = contextvars.copy_context()
-            future: Future[T] = _get_executor().submit(context.run, call)
-            future.add_done_callback(lambda _future: finished.abort())
             try:
-                await finished.signal.wait()
-            except BaseException:
-                # Host cancellation (or an interrupt): tell the body, then wait for it.
-                host.abort(AbortError("the call was cancelled by its host"))
-                with anyio.CancelScope(shield=True):
-                    await finished.signal.wait()
+                result = await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                with job.lock:
+                    job.withdrawn = True
+                    started = job.started
+                if started:
+                    # Tell the body, then wait for it: the thread is never abandoned.
+                    host.abort(AbortError("the call was cancelled by its host"))
+                    with anyio.CancelScope(shield=True):
+                        await job.finished.signal.wait()
                 raise
-            return future.result()
+            return result  # type: ignore[return-value]  # only None when withdrawn
         finally:
             run._signal = previous
