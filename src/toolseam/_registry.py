@@ -349,6 +349,7 @@ class ToolRegistry:
                 return
         if type(decision) is Deny:
             run._result = _denied(safe_str(decision.reason))
+            run._denied = True
             return
         if type(decision) is not Allow:
             self._finish(
@@ -366,6 +367,7 @@ class ToolRegistry:
                 return
             if verdict is not None:
                 run._result = _denied(safe_str(verdict))
+                run._denied = True
                 return
         if caller._aborted:
             self._finish(run, aborted_result(body_invoked=False))
@@ -502,7 +504,7 @@ class ToolRegistry:
                 decision: object = await _chain(
                     post, lambda listener, nxt: listener(run, dispatched, nxt), _default_post
                 )()
-                result = self._apply_post(result, decision)
+                result = self._apply_post(result, decision, denied=run._denied)
             except Exception as error:
                 self._finish(
                     run,
@@ -516,7 +518,7 @@ class ToolRegistry:
         run._result = result
 
     @staticmethod
-    def _apply_post(result: ToolResult, decision: object) -> ToolResult:
+    def _apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolResult:
         kind = type(decision)
         if kind is Accept:
             assert isinstance(decision, Accept)
@@ -526,6 +528,12 @@ class ToolRegistry:
             return replace(result, content=decision.content, additional_contexts=contexts)
         if kind is ReplaceValue:
             assert isinstance(decision, ReplaceValue)
+            if denied:
+                # SPEC §5: nothing after a denial can turn it back into permission.
+                logger.warning("post-execute ReplaceValue ignored: the call was denied")
+                return _with_contexts(
+                    result, (*result.additional_contexts, *decision.additional_contexts)
+                )
             return ToolSuccess(
                 value=decision.value,
                 content=render_value(decision.value),

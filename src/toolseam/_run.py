@@ -36,6 +36,7 @@ class Run:
         "_call_id",
         "_caller_signal",
         "_contexts",
+        "_denied",
         "_final",
         "_finalizer",
         "_in_body",
@@ -76,6 +77,7 @@ class Run:
         self._body_invoked = False
         self._in_body = False
         self._final = False
+        self._denied = False
         self._result = None
 
     @property
