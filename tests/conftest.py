@@ -1,6 +1,15 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# Hypothesis profiles: "ci" runs in every `nox` session; "thorough" is run by hand
+# (TOOLSEAM_HYPOTHESIS_PROFILE=thorough) and its figures go to docs/reliability.md.
+settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True)
+settings.register_profile("thorough", max_examples=10_000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("TOOLSEAM_HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(params=["asyncio", "trio"])
