@@ -35,6 +35,8 @@ Listener = Callable[["AbortSignal"], object]
 
 
 class _ConstructorKey:
+    """Proof that the caller is toolseam itself: only this module holds the instance."""
+
     __slots__ = ()
 
 

@@ -24,6 +24,8 @@ __all__ = [
 
 
 class _ConstructorKey:
+    """Proof that the caller is toolseam itself: only this module holds the instance."""
+
     __slots__ = ()
 
 
