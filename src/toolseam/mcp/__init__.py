@@ -1,0 +1,40 @@
+"""toolseam.mcp: serve a `ToolRegistry` over MCP, and use MCP servers' tools as toolseam tools.
+
+Needs the optional ``mcp`` extra (``pip install "toolseam[mcp]"``); ``import toolseam`` never
+imports it. See ``docs/mcp.md``.
+
+- Server: `serve_stdio` (or ``python -m toolseam.mcp serve MODULE:ATTR``) and
+  `create_server` for other transports. A client's ``notifications/cancelled`` aborts the
+  call's signal; the body is awaited before the request settles.
+- Client: `register_mcp_tools` registers every tool of a ``mcp.ClientSession`` as a
+  `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation.
+"""
+
+import importlib.util as _importlib_util
+
+if _importlib_util.find_spec("mcp") is None:  # pragma: no cover - only without the extra
+    raise ImportError('toolseam.mcp needs the MCP SDK: pip install "toolseam[mcp]"')
+
+from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._client import REMOTE_TOOL_ERROR as REMOTE_TOOL_ERROR
+from ._client import McpToolDefinition as McpToolDefinition
+from ._client import RemoteToolError as RemoteToolError
+from ._client import register_mcp_tools as register_mcp_tools
+from ._server import call_tool_result as call_tool_result
+from ._server import create_server as create_server
+from ._server import serve_stdio as serve_stdio
+from ._wire import CODE_META_KEY as CODE_META_KEY
+
+__all__ = (
+    "CODE_META_KEY",
+    "REMOTE_TOOL_ERROR",
+    "McpToolDefinition",
+    "RemoteToolError",
+    "call_tool_result",
+    "create_server",
+    "register_mcp_tools",
+    "serve_stdio",
+)
+
+_fixup_module_metadata(__name__, globals())
+del _fixup_module_metadata, _importlib_util

@@ -1,0 +1,304 @@
+"""Use the tools of an MCP server as toolseam tools: `register_mcp_tools`.
+
+How an abort crosses the wire. The SDK's ``ClientSession`` (``mcp`` 2.x,
+``JSONRPCDispatcher.send_raw_request``) cancels a request when the task awaiting it is
+cancelled through anyio: it writes ``notifications/cancelled`` with the request id (shielded,
+its write bounded by the SDK), forgets the request so a late response is dropped, and
+re-raises the cancellation. The body of a remote tool therefore runs ``session.call_tool``
+inside a cancel scope of its own and cancels that scope when ``exec.signal`` aborts; it
+returns only after the SDK has settled the request that way. It never races the call: the
+SDK's own cancellation path is awaited to its end.
+
+MCP has no acknowledgement of a cancellation: once the notification is written, the remote
+body's quiescence is the server's business (a toolseam server aborts its body's signal and
+awaits it; see ``toolseam.mcp._server``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast, final
+
+import anyio
+from mcp import ClientSession, MCPError, types
+
+from .._errors import ToolArgsError, ToolError
+from .._json import FrozenDict, JsonValue, materialize
+from .._registration import Registration
+from .._registry import ToolRegistry
+from .._results import ContentBlock, ToolResult, render_value
+from .._views import ToolExecution, ToolRunContext
+from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY
+
+__all__ = [
+    "REMOTE_TOOL_ERROR",
+    "McpToolDefinition",
+    "RemoteToolError",
+    "register_mcp_tools",
+]
+
+REMOTE_TOOL_ERROR: Final = "REMOTE_TOOL_ERROR"
+"""The code of a failure the remote MCP server reported for a call (`RemoteToolError`)."""
+
+
+class RemoteToolError(ToolError):
+    """The MCP server failed a call: it answered ``isError``, or with a protocol error.
+
+    Its code is `REMOTE_TOOL_ERROR`. The message names the tool and, when the server is a
+    toolseam server, the remote code from ``_meta["toolseam/code"]``:
+    ``remote tool "search" failed (TOOL_TIMEOUT): tool call timed out after 5.0s``.
+
+    Args:
+        tool: The remote tool's name.
+        message: What the server said went wrong.
+        remote_code: The server's toolseam code, when it sent one.
+    """
+
+    tool_name: str
+    """The remote tool's name."""
+    remote_code: str | None
+    """The remote toolseam code (``"ABORTED"``, ``"INVALID_ARGS"``, …), or ``None``."""
+    remote_message: str
+    """The server's message, as sent."""
+
+    def __init__(self, tool: str, message: str, *, remote_code: str | None = None) -> None:
+        detail = f" ({remote_code})" if remote_code else ""
+        super().__init__(f'remote tool "{tool}" failed{detail}: {message}', code=REMOTE_TOOL_ERROR)
+        self.tool_name = tool
+        self.remote_code = remote_code
+        self.remote_message = message
+
+
+@final
+class _RemoteCall:
+    """The parsed arguments of one call; also carries the remote content to `render`."""
+
+    __slots__ = ("arguments", "content")
+
+    arguments: dict[str, Any]
+    """The arguments, as plain JSON for the SDK."""
+    content: list[dict[str, Any]] | None
+    """The remote content blocks, set by a successful `McpToolDefinition.run`."""
+
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        self.arguments = arguments
+        self.content = None
+
+
+def _texts(content: Sequence[types.ContentBlock]) -> list[str]:
+    return [block.text for block in content if isinstance(block, types.TextContent)]
+
+
+def _dump(block: types.ContentBlock) -> dict[str, Any]:
+    return block.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _meta(result: types.CallToolResult) -> Mapping[str, Any]:
+    return result.meta if isinstance(result.meta, Mapping) else {}
+
+
+@final
+class McpToolDefinition:
+    """A `ToolDefinition` whose body calls one tool of a connected MCP ``ClientSession``.
+
+    - ``parameters`` is the remote ``inputSchema``; validating the arguments is the
+      server's job (``parse_arguments`` only checks they form a JSON object).
+    - ``run`` forwards ``exec.signal``: on abort it cancels the MCP request (the SDK sends
+      ``notifications/cancelled``) and raises the abort reason once the SDK has settled it,
+      so the registry reports ``ABORTED``. It never sends a request for a signal that has
+      already aborted.
+    - A result with ``isError``, or an MCP protocol error, raises `RemoteToolError`
+      (code `REMOTE_TOOL_ERROR`).
+    - A success's value is the remote ``structuredContent`` when present, else the text of
+      its text blocks joined by newlines; its content is the remote content blocks as sent.
+      Remote ``additional_contexts`` (from a toolseam server) are deferred onto the result.
+    - A call may overlap others only when the tool's ``readOnlyHint`` annotation is true.
+
+    Args:
+        session: An initialized ``mcp.ClientSession``; it must outlive every call.
+        tool: The tool as listed by the server.
+        name: The local tool name; defaults to the remote name.
+    """
+
+    __slots__ = ("_description", "_name", "_parameters", "_read_only", "_remote_name", "_session")
+
+    def __init__(
+        self, session: ClientSession, tool: types.Tool, *, name: str | None = None
+    ) -> None:
+        self._session = session
+        self._remote_name = tool.name
+        self._name = tool.name if name is None else name
+        self._description = tool.description or ""
+        schema = materialize(tool.input_schema)
+        assert isinstance(schema, FrozenDict)  # the SDK validated a dict of JSON
+        self._parameters: Mapping[str, JsonValue] = schema
+        annotations = tool.annotations
+        self._read_only = annotations is not None and annotations.read_only_hint is True
+
+    @property
+    def name(self) -> str:
+        """The local tool name."""
+        return self._name
+
+    @property
+    def remote_name(self) -> str:
+        """The tool's name on the server."""
+        return self._remote_name
+
+    @property
+    def description(self) -> str:
+        """The remote tool's description (empty when it has none)."""
+        return self._description
+
+    @property
+    def parameters(self) -> Mapping[str, JsonValue]:
+        """The remote ``inputSchema``, frozen."""
+        return self._parameters
+
+    @property
+    def timeout(self) -> float | None:
+        """Always ``None``: deadlines belong to the caller or to the server."""
+        return None
+
+    def parse_arguments(self, arguments: JsonValue, /) -> _RemoteCall:
+        """Check the arguments form a JSON object (``None`` means no arguments).
+
+        Raises:
+            ToolArgsError: The arguments are not a JSON object.
+        """
+        if arguments is None:
+            return _RemoteCall({})
+        if not isinstance(arguments, Mapping):
+            raise ToolArgsError(
+                f'invalid arguments for tool "{self._name}": expected a JSON object, '
+                f"got {type(arguments).__name__}"
+            )
+        plain: dict[str, Any] = json.loads(json.dumps(arguments))
+        return _RemoteCall(plain)
+
+    async def run(self, args: _RemoteCall, exec: ToolRunContext, /) -> types.CallToolResult:
+        """Call the remote tool, cancelling the MCP request if ``exec.signal`` aborts.
+
+        Raises:
+            BaseException: The abort reason, after the cancelled request has settled.
+            RemoteToolError: The server failed the call.
+        """
+        signal = exec.signal
+        signal.raise_if_aborted()  # an aborted call sends nothing
+        outcome: types.CallToolResult | None = None
+        failure: Exception | None = None
+        call_scope = anyio.CancelScope()
+
+        async def forward_abort() -> None:
+            await signal.wait()
+            call_scope.cancel()
+
+        async with anyio.create_task_group() as forwarder:
+            forwarder.start_soon(forward_abort)
+            # Cancelling this scope is how the SDK is told to cancel the request: it writes
+            # notifications/cancelled, then re-raises, and the scope absorbs it.
+            with call_scope:
+                try:
+                    outcome = await self._session.call_tool(self._remote_name, args.arguments)
+                except Exception as error:
+                    # Raised below, outside the task group, which would wrap it in a group.
+                    failure = error
+            forwarder.cancel_scope.cancel()
+        if isinstance(failure, MCPError):
+            raise RemoteToolError(
+                self._remote_name, f"MCP error {failure.error.code}: {failure.error.message}"
+            ) from failure
+        if failure is not None:
+            raise failure
+        if outcome is None:  # the request was cancelled because the signal aborted
+            signal.raise_if_aborted()
+            raise AssertionError("unreachable: the call scope is only cancelled on abort")
+        meta = _meta(outcome)
+        contexts = meta.get(CONTEXTS_META_KEY)
+        if isinstance(contexts, list):
+            # JSON off the wire (the SDK types `_meta` as Any); defer_context re-validates it.
+            for context in cast("list[JsonValue]", contexts):
+                exec.defer_context(context)
+        if outcome.is_error:
+            code = meta.get(CODE_META_KEY)
+            message = meta.get(MESSAGE_META_KEY)
+            if not isinstance(message, str):
+                message = "\n".join(_texts(outcome.content)) or "the tool reported an error"
+            raise RemoteToolError(
+                self._remote_name, message, remote_code=code if isinstance(code, str) else None
+            )
+        args.content = [_dump(block) for block in outcome.content]
+        return outcome
+
+    def serialize_output(self, output: types.CallToolResult, /) -> JsonValue:
+        """The value: ``structuredContent`` when present, else the joined text blocks."""
+        if output.structured_content is not None:
+            structured: JsonValue = output.structured_content
+            return structured
+        return "\n".join(_texts(output.content))
+
+    def render(self, args: _RemoteCall, value: JsonValue, /) -> Sequence[ContentBlock]:
+        """The remote content blocks, as the server sent them."""
+        if args.content is None:  # pragma: no cover - run() always sets it on success
+            return render_value(value)
+        return args.content
+
+    def is_concurrency_safe(self, args: _RemoteCall, /) -> bool:
+        """Whether the server marked the tool read-only (``readOnlyHint``)."""
+        return self._read_only
+
+    def finalize_content(
+        self, exec: ToolExecution, result: ToolResult, /
+    ) -> Sequence[ContentBlock] | None:
+        """Keep the content as it is."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<McpToolDefinition {self._name!r} -> {self._remote_name!r}>"
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+
+
+async def register_mcp_tools(
+    registry: ToolRegistry, session: ClientSession, *, name_prefix: str = ""
+) -> list[Registration]:
+    """Register every tool of a connected MCP server in a registry.
+
+    Lists the server's tools (following pagination) and registers one `McpToolDefinition`
+    per tool, named ``name_prefix + remote name``. Either every tool is registered or, if
+    one registration fails, none stays registered.
+
+    Args:
+        registry: Where to register the tools.
+        session: An initialized ``mcp.ClientSession``; keep it open while the tools are used.
+        name_prefix: Prepended to every local tool name, to keep servers apart.
+
+    Returns:
+        One `Registration` per tool, in the server's order; ``remove()`` unregisters it.
+
+    Raises:
+        ValueError: A tool of the same local name is already registered.
+        mcp.MCPError: The server failed ``tools/list``.
+    """
+    tools = await _list_tools(session)
+    registrations: list[Registration] = []
+    try:
+        for tool in tools:
+            definition = McpToolDefinition(session, tool, name=name_prefix + tool.name)
+            registrations.append(registry.register(definition))
+    except BaseException:
+        for registration in registrations:
+            registration.remove()
+        raise
+    return registrations
