@@ -16,7 +16,7 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 # uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "lint"]
+nox.options.sessions = ["tests", "typetests", "lint"]
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
@@ -73,3 +73,39 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", "--strict", "src")
     session.run("pyright", "src")  # strict mode is set in pyproject.toml
+
+
+@nox.session(python=PYTHONS[0])
+def typetests(session: nox.Session) -> None:
+    """The static conformance suite: each yaml case on mypy (with the plugin) and pyright.
+
+    Also the meta-test (every negative case fails on ``stubs/broken_target``) and the
+    plugin's own tests. ``TOOLSEAM_CONFORMANCE_TARGET=path`` runs the suite on a target.
+    """
+    session.install(".", *_group("typetest"))
+    session.run("pytest", "typetests", *session.posargs)
+
+
+@nox.session(python=PYTHONS[0])
+def conformance(session: nox.Session) -> None:
+    """The conformance matrix, written into docs/conformance.md (not a default session).
+
+    Every case on mypy+plugin and pyright (these fail the session) and, for information,
+    on plain mypy, pyrefly and ty. ``nox -s conformance -- --target path`` prints the
+    matrix of another target instead.
+    """
+    session.install(".", *_group("conformance"))
+    # With arguments (``-- --target path``) the matrix is printed, and the docs left alone.
+    args = session.posargs or ["--write-docs", "docs/conformance.md"]
+    session.run("python", "typetests/conformance.py", *args)
+
+
+@nox.session(python=PYTHONS[0])
+def bench(session: nox.Session) -> None:
+    """Performance benchmarks (not a default session): figures, ratios, PASS/MISS.
+
+    ``nox -s bench -- --quick`` for a smoke run, ``-- --skip-static`` to leave out the
+    static suite's wall time; see ``docs/performance.md``.
+    """
+    session.install(".", *_group("bench"))
+    session.run("python", "benchmarks/run_all.py", *session.posargs)
