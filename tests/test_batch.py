@@ -182,6 +182,39 @@ class TestOrderAndOverlap:
                 await anyio.wait_all_tasks_blocked()
         assert order == ["pre p1", "pre p2", "pre p3", "post p1", "post p2", "post p3"]
 
+    async def test_pre_and_post_execute_never_overlap(self) -> None:
+        harness = Harness()
+        order: list[str] = []
+        release_pre_p2 = anyio.Event()
+
+        async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            order.append(f"pre {exec.call_id}>")
+            if exec.call_id == "p2":
+                await release_pre_p2.wait()  # e.g. a human answering an approval prompt
+            order.append(f"<pre {exec.call_id}")
+            return await next()
+
+        async def post(
+            exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+        ) -> PostDecision:
+            order.append(f"post {exec.call_id}")
+            return await next()
+
+        harness.registry.on_pre_execute(pre)
+        harness.registry.on_post_execute(post)
+        harness.gate("p1").set()  # p1's body finishes at once
+        harness.gate("p2").set()
+        outcomes, go = await _run(harness, calls("p1", "p2"), AbortController().signal)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await anyio.wait_all_tasks_blocked()
+            # p1's body is done, but its post-execute waits for p2's pre-execute to end.
+            assert order == ["pre p1>", "<pre p1", "pre p2>"]
+            assert "end p1" in harness.trace
+            release_pre_p2.set()
+        assert order == ["pre p1>", "<pre p1", "pre p2>", "<pre p2", "post p1", "post p2"]
+        assert len(outcomes[0]) == 2
+
 
 class TestAbort:
     async def test_abort_mid_group_drains_started_and_skips_the_rest(self) -> None:

@@ -105,13 +105,17 @@ async def run_tool_calls(
     ]
     outcomes: list[CallOutcome | None] = [None] * len(batch)
     index = 0
+    mode: str | None = None  # the mode already read for batch[index], if any
     while index < len(batch) and not signal.aborted:
-        if registry.execution_mode(inputs[index]) == "exclusive":
+        if mode is None:
+            mode = registry.execution_mode(inputs[index])
+        if mode == "exclusive":
             result = await registry.execute(inputs[index])
             outcomes[index] = CallOutcome(batch[index], result, True)
             index += 1
+            mode = None
         else:
-            index = await _run_parallel_group(
+            index, mode = await _run_parallel_group(
                 registry, batch, inputs, outcomes, index, signal, max_parallel
             )
     return [
@@ -128,13 +132,28 @@ async def _run_parallel_group(
     start: int,
     signal: AbortSignal,
     max_parallel: int,
-) -> int:
-    """Run consecutive parallel calls from ``start``; return the index of the first not run."""
+) -> tuple[int, str | None]:
+    """Run consecutive parallel calls from ``start``.
+
+    Returns the index of the first call not run and, when a call's mode ended the group,
+    that mode (so it is read once per call).
+    """
     slots = anyio.Semaphore(max_parallel)
+    # Pre-execute (with approval and guards) and post-execute never overlap each other:
+    # only dispatch and bodies run concurrently (SPEC §7). The lock is FIFO.
+    policy = anyio.Lock()
     post_turn = anyio.Event()
     post_turn.set()
 
     async def finish(index: int, run: Run, previous: anyio.Event, done: anyio.Event) -> None:
+        holding = False
+
+        async def my_turn() -> None:
+            nonlocal holding
+            await previous.wait()  # post-execute in model order
+            await policy.acquire()
+            holding = True
+
         try:
             try:
                 await registry._stage_dispatch(run)
@@ -142,24 +161,30 @@ async def _run_parallel_group(
                 # The cap counts calls in dispatch; a call waiting for its post-execute
                 # turn no longer holds a slot.
                 slots.release()
-            # Post-execute in model order: wait for the previous call's turn to end.
-            result = await registry._stage_after(run, previous.wait)
+            result = await registry._stage_after(run, my_turn)
             outcomes[index] = CallOutcome(batch[index], result, True)
         finally:
+            if holding:
+                policy.release()
             done.set()
 
     index = start
+    next_mode: str | None = None
     async with anyio.create_task_group() as group:
         while index < len(batch):
-            if index > start and registry.execution_mode(inputs[index]) != "parallel":
-                break
+            if index > start:
+                mode = registry.execution_mode(inputs[index])
+                if mode != "parallel":
+                    next_mode = mode
+                    break
             await slots.acquire()
-            if signal.aborted:
-                slots.release()
-                break
-            run = registry._start(inputs[index])
             try:
-                await registry._stage_before(run)
+                async with policy:
+                    if signal.aborted:
+                        slots.release()
+                        break
+                    run = registry._start(inputs[index])
+                    await registry._stage_before(run)
             except BaseException:
                 slots.release()
                 raise
@@ -167,4 +192,4 @@ async def _run_parallel_group(
             group.start_soon(finish, index, run, post_turn, done)
             post_turn = done
             index += 1
-    return index
+    return index, next_mode
