@@ -490,19 +490,24 @@ class TestCallerSignalIsCaptured:
         assert after_next == [True]
         assert caller.signal._listener_count() == 0
 
-    async def test_without_wrappers_the_body_borrows_the_caller_signal_itself(self) -> None:
+    async def test_body_signal_follows_the_caller_without_being_the_callers(self) -> None:
         registry = ToolRegistry()
         caller = AbortController()
-        seen: list[AbortSignal] = []
+        seen: list[tuple[bool, object]] = []
 
         @define_tool(name="t", description="")
         async def tool(args: TextArgs, exec: ToolRunContext) -> str:
-            seen.append(exec.signal)
+            # A registry-owned fusion (so host cancellation can abort it), never the
+            # caller's own signal (which the registry must never abort).
+            seen.append((exec.signal is caller.signal, None))
+            caller.abort("stop")
+            seen.append((exec.signal.aborted, exec.signal.reason))
             return "v"
 
         registry.register(tool)
         await registry.execute(make_input("t", signal=caller.signal))
-        assert seen == [caller.signal]
+        assert seen == [(False, None), (True, "stop")]
+        assert caller.signal._listener_count() == 0
 
     async def test_wrapper_deadline_reaches_the_body_but_is_not_a_caller_abort(self) -> None:
         registry = ToolRegistry()

@@ -13,6 +13,7 @@ from toolseam import (
     ErrorInfo,
     Next,
     PostDecision,
+    ToolDispatchExecution,
     ToolExecution,
     ToolFailure,
     ToolRegistry,
@@ -91,13 +92,35 @@ class TestTimeoutPolicy:
         seen: list[AbortSignal] = []
 
         async def body(args: TextArgs, exec: ToolRunContext) -> str:
-            seen.append(exec.signal)
             return "ok"
 
+        async def inner(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            seen.append(exec.signal)  # what the policy handed down
+            return await next()
+
         registry, _ = _registry(body, timeout=None)
+        registry.on_execute(inner)
         result = await registry.execute(make_input("t", signal=caller.signal))
         assert isinstance(result, ToolSuccess)
         assert seen == [caller.signal]
+
+    async def test_inner_wrapper_sees_the_deadline_fusion(self) -> None:
+        caller = AbortController()
+        seen: list[AbortSignal] = []
+
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            return "ok"
+
+        async def inner(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            seen.append(exec.signal)
+            return await next()
+
+        registry, _ = _registry(body, timeout=60)
+        registry.on_execute(inner)
+        await registry.execute(make_input("t", signal=caller.signal))
+        [handed] = seen
+        assert handed is not caller.signal
+        assert not handed.aborted
 
     async def test_upstream_signal_is_restored_for_post_execute(self) -> None:
         caller = AbortController()

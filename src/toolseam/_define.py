@@ -11,13 +11,12 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import math
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast, final, overload
 
-from ._definitions import ToolDefinition
+from ._definitions import ToolDefinition, check_timeout
 from ._errors import ToolArgsError, ToolOutputError, safe_str
 from ._json import JsonValue, MaterializationError, materialize
 from ._results import ContentBlock, ToolResult, render_value
@@ -56,21 +55,6 @@ def _is_async_callable(body: object) -> bool:
     return inspect.iscoroutinefunction(call)
 
 
-def _check_timeout(name: str, timeout: object) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(
-            f'tool "{name}": `timeout` must be a positive number of seconds, '
-            f"got {type(timeout).__name__}"
-        )
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError(
-            f'tool "{name}": `timeout` must be a positive number of seconds, got {timeout!r}'
-        )
-    return float(timeout)
-
-
 @final
 class DefinedTool(Generic[A, R]):
     """The `ToolDefinition` that `define_tool` builds. Not constructible directly."""
@@ -80,6 +64,7 @@ class DefinedTool(Generic[A, R]):
         "_args_adapter",
         "_body",
         "_description",
+        "_errors",
         "_finalize",
         "_is_async",
         "_is_concurrency_safe",
@@ -116,6 +101,14 @@ class DefinedTool(Generic[A, R]):
         self._is_concurrency_safe = is_concurrency_safe
         self._finalize = finalize_content
         self._render = render
+        # Bound once: a `from pydantic import ...` per call costs about a microsecond.
+        from pydantic import ValidationError
+        from pydantic_core import PydanticSerializationError
+
+        self._errors: tuple[type[Exception], type[Exception]] = (
+            ValidationError,
+            PydanticSerializationError,
+        )
 
     @property
     def name(self) -> str:
@@ -139,13 +132,11 @@ class DefinedTool(Generic[A, R]):
 
     def parse_arguments(self, arguments: JsonValue, /) -> A:
         """Validate the frozen arguments against the first parameter's annotation."""
-        from pydantic import ValidationError
-
         try:
             # The arguments *are* JSON: validate them in JSON mode. This also keeps pydantic
             # from rebuilding frozen snapshots through their (private) constructors.
             return self._args_adapter.validate_json(json.dumps(arguments))  # type: ignore[no-any-return]
-        except ValidationError as error:
+        except self._errors[0] as error:
             raise ToolArgsError(
                 f'invalid arguments for tool "{self._name}": {_summarize_validation_error(error)}'
             ) from None
@@ -161,16 +152,13 @@ class DefinedTool(Generic[A, R]):
         """Validate the output against the return annotation and dump it as JSON."""
         if self._output_adapter is None:
             return output  # type: ignore[return-value]
-        from pydantic import ValidationError
-        from pydantic_core import PydanticSerializationError
-
         try:
             validated = self._output_adapter.validate_python(output)
             dumped = self._output_adapter.dump_python(validated, mode="json")
-        except (ValidationError, PydanticSerializationError) as error:
+        except self._errors as error:
             detail = (
                 _summarize_validation_error(error)
-                if isinstance(error, ValidationError)
+                if isinstance(error, self._errors[0])
                 else safe_str(error)
             )
             raise ToolOutputError(
@@ -189,6 +177,11 @@ class DefinedTool(Generic[A, R]):
         if self._render is not None:
             return self._render(args, value)
         return render_value(value)
+
+    @property
+    def has_concurrency_option(self) -> bool:
+        """Whether ``is_concurrency_safe`` was given (without it every call is exclusive)."""
+        return self._is_concurrency_safe is not None
 
     def is_concurrency_safe(self, args: A, /) -> bool:
         """Only an exact ``True`` from the ``is_concurrency_safe`` option counts."""
@@ -382,7 +375,7 @@ def define_tool(
     return ToolDecorator(
         name=name,
         description=description,
-        timeout=_check_timeout(name, timeout),
+        timeout=check_timeout(name, timeout),
         is_concurrency_safe=is_concurrency_safe,
         finalize_content=finalize_content,
         render=render,

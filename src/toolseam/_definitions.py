@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, final
@@ -10,7 +11,7 @@ from ._json import JsonValue
 from ._results import ContentBlock, ToolResult
 from ._views import ToolExecution, ToolRunContext
 
-__all__ = ["ToolDefinition", "ToolSchema"]
+__all__ = ["ToolDefinition", "ToolSchema", "check_timeout"]
 
 ArgsT = TypeVar("ArgsT")
 ResultT = TypeVar("ResultT")
@@ -88,3 +89,19 @@ class ToolSchema:
     def to_json(self) -> dict[str, JsonValue]:
         """The plain JSON form, as most model APIs take it."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+def check_timeout(name: str, timeout: object) -> float | None:
+    """Validate a definition's ``timeout``: ``None``, or positive and finite seconds."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(
+            f'tool "{name}": `timeout` must be a positive number of seconds, '
+            f"got {type(timeout).__name__}"
+        )
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(
+            f'tool "{name}": `timeout` must be a positive number of seconds, got {timeout!r}'
+        )
+    return float(timeout)

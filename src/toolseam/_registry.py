@@ -14,14 +14,22 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal, TypeVar, final
+from typing import Any, Literal, TypeVar, cast, final
 
 import anyio.lowlevel
 
 from ._approval import ApprovalRequest, ApprovalService
 from ._decisions import Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision, ReplaceValue
-from ._definitions import ToolDefinition, ToolSchema
-from ._errors import AbortError, ToolNotFoundError, ToolOutputError, safe_str
+from ._define import DefinedTool
+from ._definitions import ToolDefinition, ToolSchema, check_timeout
+from ._errors import (
+    TOOL_ABORTED,
+    TOOL_ABORTED_BEFORE_DISPATCH,
+    AbortError,
+    ToolNotFoundError,
+    ToolOutputError,
+    safe_str,
+)
 from ._json import JsonValue, MaterializationError, materialize
 from ._registration import Registration
 from ._results import (
@@ -33,7 +41,7 @@ from ._results import (
     render_value,
 )
 from ._run import DispatchView, Run
-from ._signals import AbortSignal, fuse
+from ._signals import AbortController, AbortSignal, fuse
 from ._stages import (
     AroundDispatch,
     Guard,
@@ -54,6 +62,7 @@ ARGUMENTS_NOT_JSON = "tool execution arguments must be losslessly JSON-serializa
 _ALLOW = Allow()
 _ACCEPT = Accept()
 _RESULT_TYPES = (ToolSuccess, ToolFailure)
+_CANCELLATION_CODES = frozenset((TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH))
 
 
 def _denied(reason: str) -> ToolFailure:
@@ -158,6 +167,9 @@ class ToolRegistry:
         ):
             if not callable(getattr(definition, member, None)):
                 raise TypeError(f'tool "{name}": the definition has no callable `{member}`')
+        if not isinstance(getattr(definition, "description", None), str):
+            raise TypeError(f'tool "{name}": the definition needs a str `description`')
+        check_timeout(name, getattr(definition, "timeout", None))
         if name in self._tools:
             raise ValueError(f'tool "{name}" is already registered')
         self._tools[name] = definition
@@ -211,6 +223,8 @@ class ToolRegistry:
         definition = self._tools.get(input.name)
         if definition is None:
             return "exclusive"
+        if isinstance(definition, DefinedTool) and not definition.has_concurrency_option:
+            return "exclusive"  # nothing to ask: skip parsing the arguments
         try:
             args = definition.parse_arguments(materialize(input.arguments))
             safe: object = definition.is_concurrency_safe(args)
@@ -244,6 +258,8 @@ class ToolRegistry:
             return
         try:
             await self._before_dispatch(run)
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
         except BaseException:
             self._settle_interrupted(run)
             raise
@@ -253,6 +269,8 @@ class ToolRegistry:
             return
         try:
             await self._dispatch(run)
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
         except BaseException:
             self._settle_interrupted(run)
             raise
@@ -269,10 +287,24 @@ class ToolRegistry:
                 # A call settled early (pre-aborted, bad arguments, a raising stage) may not
                 # have awaited anything: keep execute() a checkpoint on that path too.
                 await anyio.lowlevel.checkpoint()
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
         except BaseException:
             self._settle_interrupted(run)
             raise
         return self._publish(run)
+
+    def _fail_unexpectedly(self, run: Run, error: Exception) -> None:
+        """An exception got past a stage's own handling: still exactly one failure.
+
+        Stages turn what listeners, bodies and services raise into results themselves; this
+        is the last line for what slips through (a hostile object, a bug). It is never
+        mistaken for cancellation.
+        """
+        logger.error("call %r: unexpected error in the pipeline", run._call_id, exc_info=error)
+        run._in_body = False
+        run._signal = run._caller_signal
+        self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
 
     def _skip(self, input: ToolExecutionInput) -> ToolResult:
         """Publish `ABORTED_BEFORE_DISPATCH` for a call a batch never started."""
@@ -372,24 +404,28 @@ class ToolRegistry:
         if caller._aborted:
             self._finish(run, aborted_result(body_invoked=False))
 
-    async def _ask(self, run: Run, reason: str | None) -> PreDecision:
+    async def _ask(self, run: Run, reason: object) -> PreDecision:
+        reason = None if reason is None else safe_str(reason)
         service = self._approval
         if service is None:
             detail = f" ({reason})" if reason else ""
             return Deny(f"approval required{detail} but no approval service is configured")
         request = ApprovalRequest(execution=run, reason=reason, signal=run._caller_signal)
         try:
-            answer: object = await service.request(request)
+            # An untyped service may answer anything (cast: keep pyright from narrowing).
+            answer = cast("object", await service.request(request))
         except Exception as error:
             self._finish(run, failure_from_exception(error))
             return _ALLOW
-        if answer == "allowed-once":
+        # Compare only exact strings: a hostile object's __eq__ could raise.
+        text = answer if type(answer) is str else None
+        if text == "allowed-once":
             return _ALLOW
-        if answer == "rejected":
+        if text == "rejected":
             return Deny("rejected by approval")
-        if answer == "unavailable":
+        if text == "unavailable":
             return Deny("approval unavailable")
-        if answer == "cancelled":
+        if text == "cancelled":
             if run._caller_signal._aborted:
                 self._finish(run, aborted_result(body_invoked=False))
                 return _ALLOW
@@ -456,7 +492,12 @@ class ToolRegistry:
         if definition is None:
             return failure_from_exception(ToolNotFoundError(run._name))
         result: ToolResult
-        with fuse(caller, handed) as fused:
+        # A registry-owned source in every body signal: host cancellation aborts it, so
+        # whatever the body handed its signal to (a thread, nested work) hears of it
+        # (SPEC §5, host cancellation). The caller's signal itself is never aborted.
+        host = AbortController()
+        run._host = host
+        with fuse(caller, host.signal, handed) as fused:
             run._signal = fused.signal
             run._in_body = True
             # SPEC §5.6: "body invoked" is recorded immediately before the body is called;
@@ -487,11 +528,15 @@ class ToolRegistry:
                     result = aborted_result(body_invoked=True)
                 else:
                     result = failure_from_exception(error)
+            except BaseException:
+                host.abort(AbortError("the call was cancelled by its host"))
+                raise
             finally:
                 run._in_body = False
                 run._signal = handed
         if not result.is_error and caller.aborted:
-            return aborted_result(body_invoked=True)
+            result = aborted_result(body_invoked=True)
+        run._body_result = result
         return result
 
     async def _after_dispatch(self, run: Run) -> None:
@@ -553,15 +598,33 @@ class ToolRegistry:
         )
 
     def _settle_interrupted(self, run: Run) -> None:
-        """Publish the one result of a call whose awaiting task was cancelled by its host."""
+        """Publish the one result of a call whose awaiting task was cancelled by its host.
+
+        A failure already established — the call's result, or the body's own failure that
+        a wrapper was still holding — stays (SPEC §5: cancellation never replaces a
+        failure); otherwise the call is `ABORTED` or `ABORTED_BEFORE_DISPATCH`.
+        """
         run._in_body = False
         run._signal = run._caller_signal
         result = run._result
-        if result is None or not (run._final or result.is_error):
-            contexts = run._contexts if result is None else result.additional_contexts
+        if result is None:
+            body = run._body_result
+            if isinstance(body, ToolFailure) and body.code not in _CANCELLATION_CODES:
+                self._finish(run, _with_contexts(body, (*run._contexts, *body.additional_contexts)))
+            else:
+                self._finish(
+                    run,
+                    aborted_result(
+                        body_invoked=run._body_invoked, additional_contexts=run._contexts
+                    ),
+                )
+        elif not (run._final or result.is_error):
             self._finish(
                 run,
-                aborted_result(body_invoked=run._body_invoked, additional_contexts=contexts),
+                aborted_result(
+                    body_invoked=run._body_invoked,
+                    additional_contexts=result.additional_contexts,
+                ),
             )
         self._publish(run)
 

@@ -224,8 +224,12 @@ def render_value(value: JsonValue) -> tuple[ContentBlock, ...]:
 
 def describe_exception(error: BaseException) -> str:
     """The message of an exception, never raising and never empty."""
-    # safe_str even for a ToolError: a hostile subclass may have set a non-str message.
-    text = safe_str(error.message) if isinstance(error, ToolError) else safe_str(error)
+    try:
+        # safe_str even for a ToolError: a hostile subclass may set a non-str message,
+        # or make `message` a property that raises.
+        text = safe_str(error.message) if isinstance(error, ToolError) else safe_str(error)
+    except Exception:
+        text = safe_str(error)
     if text:
         return text
     try:
@@ -237,15 +241,17 @@ def describe_exception(error: BaseException) -> str:
 def failure_from_exception(
     error: BaseException, *, additional_contexts: Sequence[JsonValue] = ()
 ) -> ToolFailure:
-    """Normalize an exception into a failure.
+    """Normalize an exception into a failure; never raises.
 
     A `ToolError` surfaces ``ErrorInfo(type name, code)``; any other exception only its
-    message.
+    message (and so does a `ToolError` whose ``code`` cannot be read).
     """
     info: ErrorInfo | None = None
     if isinstance(error, ToolError):
-        # safe_str: a hostile subclass may have set a non-str code.
-        info = ErrorInfo(type(error).__name__, safe_str(error.code))
+        try:
+            info = ErrorInfo(type(error).__name__, safe_str(error.code))
+        except Exception:
+            info = None
     return ToolFailure.from_message(
         describe_exception(error), info=info, additional_contexts=additional_contexts
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ._json import JsonValue, MaterializationError, materialize
 from ._results import ContentBlock, ToolResult
-from ._signals import AbortSignal
+from ._signals import AbortController, AbortSignal
 from ._views import ExecutionToken
 
 if TYPE_CHECKING:
@@ -33,12 +33,14 @@ class Run:
         "_agent",
         "_arguments",
         "_body_invoked",
+        "_body_result",
         "_call_id",
         "_caller_signal",
         "_contexts",
         "_denied",
         "_final",
         "_finalizer",
+        "_host",
         "_in_body",
         "_name",
         "_parent",
@@ -75,6 +77,10 @@ class Run:
         self._arguments = None
         self._contexts: list[JsonValue] = []
         self._body_invoked = False
+        # The body's own normalized result, kept for host cancellation (a failure stays).
+        self._body_result: ToolResult | None = None
+        # Aborted by the registry when the host cancels the call while the body runs.
+        self._host: AbortController | None = None
         self._in_body = False
         self._final = False
         self._denied = False

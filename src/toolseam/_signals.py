@@ -141,7 +141,9 @@ class AbortSignal:
                     self._listeners = {}
                 self._listeners[key] = callback
                 return Registration(lambda: self._remove_listener(key))
-        _run_listener(callback, self)
+        interrupt = _run_listener(callback, self)
+        if interrupt is not None:
+            raise interrupt
         return Registration(_nothing)
 
     async def wait(self) -> None:
@@ -202,11 +204,18 @@ def _nothing() -> None:
     pass
 
 
-def _run_listener(callback: Listener, signal: AbortSignal) -> None:
+def _run_listener(callback: Listener, signal: AbortSignal) -> BaseException | None:
+    """Run one listener; contain what it raises (returned only for interrupts)."""
     try:
         callback(signal)
-    except Exception:
+    except (KeyboardInterrupt, SystemExit) as interrupt:
+        return interrupt  # not ours to swallow: re-raised once every listener ran
+    except BaseException:
+        # Contained, CancelledError included: a listener is synchronous, so a
+        # cancellation it raises cancels nothing here (SPEC §2: abort() never raises
+        # because of a listener, and the other listeners still run).
         logger.exception("abort listener %r raised; contained", callback)
+    return None
 
 
 def _waker(event: anyio.Event) -> Listener:
@@ -253,8 +262,12 @@ def _trigger(root: AbortSignal, reason: object) -> None:
             listeners, signal._listeners = signal._listeners, None
             if listeners:
                 calls.extend((callback, signal) for callback in listeners.values())
+    interrupt: BaseException | None = None
     for callback, signal in calls:
-        _run_listener(callback, signal)
+        raised = _run_listener(callback, signal)
+        interrupt = interrupt or raised
+    if interrupt is not None:
+        raise interrupt
 
 
 @final

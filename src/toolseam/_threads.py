@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from ._errors import AbortError
 from ._run import Run
-from ._signals import AbortController, fuse
+from ._signals import AbortController
 
 __all__ = ["run_in_worker_thread"]
 
@@ -42,8 +42,13 @@ class _Job:
 
 
 async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
-    """Run ``call`` in a worker thread and await it until it returns, even when cancelled."""
-    host = AbortController()
+    """Run ``call`` in a worker thread and await it until it returns, even when cancelled.
+
+    The body's signal already fuses the registry's host controller (``run._host``): on
+    host cancellation this function aborts it, so the body hears of the cancellation.
+    """
+    host = run._host
+    assert host is not None, "sync bodies run inside the registry's body invocation"
     job = _Job()
 
     def target() -> T | None:
@@ -56,22 +61,31 @@ async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
         finally:
             job.finished.abort()
 
-    with fuse(run._signal, host.signal) as fused:
-        previous = run._signal
-        run._signal = fused.signal
+    try:
+        result = await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        with job.lock:
+            job.withdrawn = True
+            started = job.started
+        if started:
+            # Tell the body, then wait for it: the thread is never abandoned.
+            host.abort(AbortError("the call was cancelled by its host"))
+            await _wait_uninterruptibly(job.finished)
+        raise
+    return result  # type: ignore[return-value]  # only None when withdrawn
+
+
+async def _wait_uninterruptibly(finished: AbortController) -> None:
+    """Wait until ``finished`` aborts, whatever cancellation arrives meanwhile.
+
+    A shielded scope stops anyio and trio cancellation, but asyncio's native
+    ``Task.cancel()`` still interrupts the await; a second one (a timeout or a task group
+    tearing down on top of a user's cancel) must not make us abandon the thread. The
+    caller re-raises the original cancellation afterwards.
+    """
+    while not finished.signal.aborted:
         try:
-            try:
-                result = await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
-            except anyio.get_cancelled_exc_class():
-                with job.lock:
-                    job.withdrawn = True
-                    started = job.started
-                if started:
-                    # Tell the body, then wait for it: the thread is never abandoned.
-                    host.abort(AbortError("the call was cancelled by its host"))
-                    with anyio.CancelScope(shield=True):
-                        await job.finished.signal.wait()
-                raise
-            return result  # type: ignore[return-value]  # only None when withdrawn
-        finally:
-            run._signal = previous
+            with anyio.CancelScope(shield=True):
+                await finished.signal.wait()
+        except anyio.get_cancelled_exc_class():
+            continue

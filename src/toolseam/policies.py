@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 
 from ._errors import ToolTimeoutError
@@ -14,10 +16,17 @@ from ._views import ToolDispatchExecution
 __all__ = ["timeout_policy"]
 
 _TIMEOUT_INFO = ErrorInfo("ToolTimeoutError", "TOOL_TIMEOUT")
+logger = logging.getLogger("toolseam")
 
 
 async def _expire(deadline: AbortController, reason: ToolTimeoutError, seconds: float) -> None:
-    await anyio.sleep(seconds)
+    # Never raises: a failing timer would make its task group cancel the delegation.
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception:  # pragma: no cover - register() validates timeouts
+        logger.exception("timeout timer failed; the deadline fires now")
     deadline.abort(reason)
 
 
@@ -46,6 +55,7 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
         # The identity of this reason is how the policy recognizes its own abort.
         reason = ToolTimeoutError(f"tool call timed out after {seconds:g}s")
         result: ToolResult | None = None
+        failure: Exception | None = None
         with fuse(upstream, deadline.signal) as fused:
             exec.signal = fused.signal
             try:
@@ -54,10 +64,17 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
                 # never cancelled or raced (SPEC §7).
                 async with anyio.create_task_group() as timer:
                     timer.start_soon(_expire, deadline, reason, seconds)
-                    result = await next()
+                    try:
+                        result = await next()
+                    except Exception as error:
+                        # Re-raised below, unwrapped: a task group would turn it into
+                        # an ExceptionGroup and lose its ErrorInfo.
+                        failure = error
                     timer.cancel_scope.cancel()
             finally:
                 exec.signal = upstream
+        if failure is not None:
+            raise failure
         assert result is not None  # the timer's scope never swallows the delegation
         if fused.signal.reason is not reason:
             return result
