@@ -16,7 +16,7 @@ from ._views import ToolDispatchExecution
 __all__ = ["timeout_policy"]
 
 _TIMEOUT_INFO = ErrorInfo("ToolTimeoutError", "TOOL_TIMEOUT")
-logger = logging.getLogger("toolseam")
+_logger = logging.getLogger("toolseam")
 
 
 async def _expire(deadline: AbortController, reason: ToolTimeoutError, seconds: float) -> None:
@@ -26,7 +26,7 @@ async def _expire(deadline: AbortController, reason: ToolTimeoutError, seconds: 
     except anyio.get_cancelled_exc_class():
         raise
     except Exception:  # pragma: no cover - register() validates timeouts
-        logger.exception("timeout timer failed; the deadline fires now")
+        _logger.exception("timeout timer failed; the deadline fires now")
     deadline.abort(reason)
 
 
