@@ -1,0 +1,59 @@
+"""Run every benchmark in one process and check the figures against their targets.
+
+``nox -s bench`` runs this; ``python benchmarks/run_all.py`` does the same in the current
+environment (it needs the ``bench`` dependency group: autogen-core, trio, nox). Options:
+``--quick`` for a smoke run (figures meaningless), ``--skip-static`` to leave out the
+static suite's wall time (the slowest part, about 80 s), ``--only overhead,churn`` to run
+some of them. Every figure is a median over interleaved rounds; every ratio is taken
+within a round (see ``_harness``). Exits 0 even when a target is missed: these are
+measurements, not tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import _harness
+import bench_batch
+import bench_cancel_latency
+import bench_churn
+import bench_overhead
+import bench_static_suite
+from _harness import Check
+
+BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
+    "overhead": bench_overhead.run,
+    "cancel": bench_cancel_latency.run,
+    "churn": bench_churn.run,
+    "batch": bench_batch.run,
+    "static": bench_static_suite.run,
+}
+
+
+def main() -> None:
+    options = _harness.parser(__doc__.splitlines()[0])
+    options.add_argument("--skip-static", action="store_true", help="leave out nox -s typetests")
+    options.add_argument(
+        "--only", default="", help=f"comma-separated subset of {','.join(BENCHMARKS)}"
+    )
+    args = options.parse_args()
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()] or list(BENCHMARKS)
+    unknown = sorted(set(chosen) - set(BENCHMARKS))
+    if unknown:
+        options.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    if args.skip_static and "static" in chosen:
+        chosen.remove("static")
+    print(_harness.machine_summary())
+    started = time.perf_counter()
+    checks: list[Check] = []
+    for name in chosen:
+        checks.extend(BENCHMARKS[name](quick=args.quick))
+    print(f"\nTargets ({time.perf_counter() - started:.0f} s in all):")
+    _harness.print_checks(checks)
+    missed = sum(check.status == "MISS" for check in checks)
+    print(f"\n{len(checks) - missed} of {len(checks)} targets met" + (" (quick run)" * args.quick))
+
+
+if __name__ == "__main__":
+    main()
