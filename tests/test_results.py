@@ -145,3 +145,22 @@ class TestErrors:
         assert str(AbortError()) == "operation aborted"
         assert str(AbortError("stop")) == "operation aborted: stop"
         assert AbortError("stop").reason == "stop"
+
+
+def test_the_registrys_fast_success_equals_the_dataclass_built_one() -> None:
+    """``materialized_success`` skips ``__init__``: it must stay in step with the fields."""
+    from toolseam._json import materialize
+    from toolseam._results import materialized_success, text_content
+
+    value = materialize({"rows": [1, 2]})
+    fast = materialized_success(value, text_content("two rows"))
+    slow = ToolSuccess(value={"rows": [1, 2]}, content=[{"type": "text", "text": "two rows"}])
+    assert fast == slow
+    assert [f.name for f in dataclasses.fields(ToolSuccess)] == [
+        "value",
+        "content",
+        "meta",
+        "additional_contexts",
+        "is_error",
+    ]
+    assert fast.to_json() == slow.to_json()

@@ -14,6 +14,7 @@ import json
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import CoroutineType
 from typing import Any, Generic, TypeVar, cast, final, overload
 
 from ._definitions import ToolDefinition, check_timeout
@@ -46,6 +47,10 @@ def _summarize_validation_error(error: Any) -> str:
         return safe_str(error)
 
 
+# Return annotations whose exact-type outputs pydantic validates and dumps unchanged.
+_EXACT_JSON_LEAVES: tuple[type[Any], ...] = (str, int, bool)
+
+
 def _is_async_callable(body: object) -> bool:
     while isinstance(body, functools.partial):
         body = body.func
@@ -71,8 +76,10 @@ class DefinedTool(Generic[A, R]):
         "_name",
         "_output_adapter",
         "_parameters",
+        "_passthrough",
         "_render",
         "_timeout",
+        "_to_json",
     )
 
     def __init__(
@@ -85,6 +92,7 @@ class DefinedTool(Generic[A, R]):
         is_async: bool,
         args_adapter: Any,
         output_adapter: Any,
+        output_type: Any = None,
         parameters: Mapping[str, JsonValue],
         is_concurrency_safe: Callable[[Any], object] | None,
         finalize_content: Finalize | None,
@@ -97,18 +105,23 @@ class DefinedTool(Generic[A, R]):
         self._is_async = is_async
         self._args_adapter = args_adapter
         self._output_adapter = output_adapter
+        # An exact str/int/bool return annotation: such outputs need no pydantic round trip.
+        self._passthrough: type[Any] | None = (
+            output_type if output_type in _EXACT_JSON_LEAVES else None
+        )
         self._parameters = parameters
         self._is_concurrency_safe = is_concurrency_safe
         self._finalize = finalize_content
         self._render = render
         # Bound once: a `from pydantic import ...` per call costs about a microsecond.
         from pydantic import ValidationError
-        from pydantic_core import PydanticSerializationError
+        from pydantic_core import PydanticSerializationError, to_json
 
         self._errors: tuple[type[Exception], type[Exception]] = (
             ValidationError,
             PydanticSerializationError,
         )
+        self._to_json: Callable[[object], bytes] = to_json
 
     @property
     def name(self) -> str:
@@ -133,24 +146,40 @@ class DefinedTool(Generic[A, R]):
     def parse_arguments(self, arguments: JsonValue, /) -> A:
         """Validate the frozen arguments against the first parameter's annotation."""
         try:
+            # pydantic-core's encoder: ~15x faster than json.dumps on small arguments.
+            text: str | bytes = self._to_json(arguments)
+        except self._errors[1]:
+            # Lone surrogates (UTF-8 cannot encode them): json.dumps escapes them and the
+            # validator reports them, exactly as before.
+            text = json.dumps(arguments)
+        try:
             # The arguments *are* JSON: validate them in JSON mode. This also keeps pydantic
             # from rebuilding frozen snapshots through their (private) constructors.
-            return self._args_adapter.validate_json(json.dumps(arguments))  # type: ignore[no-any-return]
+            return self._args_adapter.validate_json(text)  # type: ignore[no-any-return]
         except self._errors[0] as error:
             raise ToolArgsError(
                 f'invalid arguments for tool "{self._name}": {_summarize_validation_error(error)}'
             ) from None
 
-    async def run(self, args: A, exec: ToolRunContext, /) -> R:
+    def run(self, args: A, exec: ToolRunContext, /) -> CoroutineType[Any, Any, R]:
         """Call the body; a synchronous body runs in a worker thread until it returns."""
         if self._is_async:
-            return await self._body(args, exec)  # type: ignore[no-any-return]
+            # The body's own coroutine: no extra coroutine frame around it.
+            return self._body(args, exec)  # type: ignore[no-any-return]
+        # mypy types an ``async def`` call as Coroutine, pyright as CoroutineType.
+        return cast("CoroutineType[Any, Any, R]", self._run_sync(args, exec))  # pyright: ignore[reportUnnecessaryCast]
+
+    async def _run_sync(self, args: A, exec: ToolRunContext, /) -> R:
         assert isinstance(exec, Run)
         return await run_in_worker_thread(exec, functools.partial(self._body, args, exec))
 
     def serialize_output(self, output: R, /) -> JsonValue:
         """Validate the output against the return annotation and dump it as JSON."""
         if self._output_adapter is None:
+            return output  # type: ignore[return-value]
+        if type(output) is self._passthrough:
+            # Validating an exact str/int/bool against that very type and dumping it in
+            # JSON mode gives the value back unchanged: skip both pydantic calls.
             return output  # type: ignore[return-value]
         try:
             validated = self._output_adapter.validate_python(output)
@@ -316,6 +345,7 @@ class ToolDecorator:
             is_async=_is_async_callable(body),
             args_adapter=args_adapter,
             output_adapter=output_adapter,
+            output_type=hints.get("return"),
             parameters=schema,
             is_concurrency_safe=self._is_concurrency_safe,
             finalize_content=self._finalize,

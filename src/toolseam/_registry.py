@@ -38,10 +38,11 @@ from ._results import (
     ToolSuccess,
     aborted_result,
     failure_from_exception,
+    materialized_success,
     render_value,
 )
 from ._run import DispatchView, Run
-from ._signals import AbortController, AbortSignal, fuse
+from ._signals import AbortSignal, abort_owned, fuse_owned
 from ._stages import (
     AroundDispatch,
     Guard,
@@ -75,37 +76,57 @@ def _with_contexts(result: ToolResult, contexts: Sequence[JsonValue]) -> ToolRes
     return replace(result, additional_contexts=contexts)
 
 
+@final
+class _Next:
+    """One ``next`` of a chain: calling it starts the rest of the chain, once.
+
+    A plain object rather than a closure per link plus a coroutine per call: ``next()``
+    returns the inner awaitable itself, so a chain of n listeners costs n + 1 small
+    objects and no extra coroutine frames. Each listener is called as
+    ``listener(*leading, next)``.
+    """
+
+    __slots__ = ("_index", "_innermost", "_leading", "_listeners", "_used")
+
+    def __init__(
+        self,
+        listeners: tuple[Any, ...],
+        index: int,
+        leading: tuple[Any, ...],
+        innermost: Callable[[], Awaitable[Any]],
+    ) -> None:
+        self._listeners = listeners
+        self._index = index
+        self._leading = leading
+        self._innermost = innermost
+        self._used = False
+
+    def __call__(self) -> Awaitable[Any]:
+        if self._used:
+            raise RuntimeError("next() may be called only once per stage listener")
+        self._used = True
+        index = self._index
+        listeners = self._listeners
+        if index < len(listeners):
+            leading = self._leading
+            step: Awaitable[Any] = listeners[index](
+                *leading, _Next(listeners, index + 1, leading, self._innermost)
+            )
+            return step
+        return self._innermost()
+
+
 def _chain(
-    listeners: tuple[T, ...],
-    invoke: Callable[[T, Callable[[], Awaitable[Any]]], Awaitable[Any]],
+    listeners: tuple[Any, ...],
+    leading: tuple[Any, ...],
     innermost: Callable[[], Awaitable[Any]],
 ) -> Callable[[], Awaitable[Any]]:
     """Compose listeners into one ``next``: the first listener is outermost.
 
-    Each ``next`` may be called once; a second call is a bug in the listener and raises.
+    Each listener is called as ``listener(*leading, next)``. Each ``next`` may be called
+    once; a second call is a bug in the listener and raises.
     """
-
-    def link(index: int) -> Callable[[], Awaitable[Any]]:
-        inner = innermost
-        if index < len(listeners):
-            listener = listeners[index]
-            after = link(index + 1)
-
-            def inner() -> Awaitable[Any]:
-                return invoke(listener, after)
-
-        used = False
-
-        async def next_() -> Any:
-            nonlocal used
-            if used:
-                raise RuntimeError("next() may be called only once per stage listener")
-            used = True
-            return await inner()
-
-        return next_
-
-    return link(0)
+    return _Next(listeners, 0, leading, innermost)
 
 
 async def _default_pre() -> PreDecision:
@@ -246,9 +267,48 @@ class ToolRegistry:
             TypeError: ``input`` is not a `ToolExecutionInput` with an `AbortSignal`.
         """
         run = self._start(input)
-        await self._stage_before(run)
-        await self._stage_dispatch(run)
-        return await self._stage_after(run)
+        # The three stages below (`_stage_before`, `_stage_dispatch`, `_stage_after`), inlined
+        # with the same handlers: a coroutine per stage costs more than the stages
+        # themselves when no listener is registered.
+        if not run._final:
+            try:
+                if self._pre.items or self._guards.items:
+                    await self._before_dispatch(run)
+                elif run._caller_signal._aborted:
+                    # _before_dispatch without listeners: only its cancellation check.
+                    self._finish(run, aborted_result(body_invoked=False))
+            except Exception as error:
+                self._fail_unexpectedly(run, error)
+            except BaseException:
+                self._settle_interrupted(run)
+                raise
+        if not (run._final or run._result is not None):
+            try:
+                if self._wrappers.items:
+                    await self._dispatch(run)
+                else:
+                    self._dispatched(run, await self._invoke_body(run))
+            except Exception as error:
+                self._fail_unexpectedly(run, error)
+            except BaseException:
+                self._settle_interrupted(run)
+                raise
+        try:
+            if not run._final:
+                if self._post.items:
+                    await self._after_dispatch(run)
+                else:
+                    self._after_dispatch_tail(run)
+            else:
+                # A call settled early (pre-aborted, bad arguments, a raising stage) may not
+                # have awaited anything: keep execute() a checkpoint on that path too.
+                await anyio.lowlevel.checkpoint()
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
+        except BaseException:
+            self._settle_interrupted(run)
+            raise
+        return self._publish(run)
 
     # The stages below are what `run_tool_calls` drives one by one. Each settles and
     # publishes the call's one result if the awaiting task is cancelled inside it.
@@ -257,7 +317,11 @@ class ToolRegistry:
         if run._final:
             return
         try:
-            await self._before_dispatch(run)
+            if self._pre.items or self._guards.items:
+                await self._before_dispatch(run)
+            elif run._caller_signal._aborted:
+                # _before_dispatch without listeners: only its cancellation check.
+                self._finish(run, aborted_result(body_invoked=False))
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -268,7 +332,10 @@ class ToolRegistry:
         if run._final or run._result is not None:
             return
         try:
-            await self._dispatch(run)
+            if self._wrappers.items:
+                await self._dispatch(run)
+            else:
+                self._dispatched(run, await self._invoke_body(run))
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -282,7 +349,10 @@ class ToolRegistry:
             if ready is not None:
                 await ready()
             if not run._final:
-                await self._after_dispatch(run)
+                if self._post.items:
+                    await self._after_dispatch(run)
+                else:
+                    self._after_dispatch_tail(run)
             elif ready is None:
                 # A call settled early (pre-aborted, bad arguments, a raising stage) may not
                 # have awaited anything: keep execute() a checkpoint on that path too.
@@ -366,9 +436,7 @@ class ToolRegistry:
         decision: object = _ALLOW
         if pre:
             try:
-                decision = await _chain(
-                    pre, lambda listener, nxt: listener(run, nxt), _default_pre
-                )()
+                decision = await _chain(pre, (run,), _default_pre)()
             except Exception as error:
                 self._finish(run, failure_from_exception(error))
                 return
@@ -441,32 +509,32 @@ class ToolRegistry:
     async def _dispatch(self, run: Run) -> None:
         wrappers = self._wrappers.items
         if not wrappers:
-            result: object = await self._invoke_body(run)
-        else:
-            view = DispatchView(run)
-            try:
-                result = await _chain(
-                    wrappers,
-                    lambda wrapper, nxt: wrapper(view, nxt),
-                    lambda: self._invoke_body(run),
-                )()
-            except Exception as error:
-                self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
-                return
-            finally:
-                # The seed's rule: restore the caller's signal unconditionally.
-                run._signal = run._caller_signal
-            if type(result) not in _RESULT_TYPES:
-                self._finish(
-                    run,
-                    ToolFailure.from_message(
-                        f"around-dispatch wrapper returned {type(result).__name__}, "
-                        "not a ToolResult",
-                        additional_contexts=run._contexts,
-                    ),
-                )
-                return
+            self._dispatched(run, await self._invoke_body(run))
+            return
+        view = DispatchView(run)
+        try:
+            result: object = await _chain(wrappers, (view,), lambda: self._invoke_body(run))()
+        except Exception as error:
+            self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
+            return
+        finally:
+            # The seed's rule: restore the caller's signal unconditionally.
+            run._signal = run._caller_signal
+        if type(result) not in _RESULT_TYPES:
+            self._finish(
+                run,
+                ToolFailure.from_message(
+                    f"around-dispatch wrapper returned {type(result).__name__}, not a ToolResult",
+                    additional_contexts=run._contexts,
+                ),
+            )
+            return
         assert isinstance(result, _RESULT_TYPES)
+        self._dispatched(run, result)
+
+    @staticmethod
+    def _dispatched(run: Run, result: ToolResult) -> None:
+        """Record what the dispatch chain returned: contexts merged, cancellation applied."""
         if run._contexts:
             result = _with_contexts(result, (*run._contexts, *result.additional_contexts))
         if not result.is_error and run._caller_signal._aborted:
@@ -492,12 +560,11 @@ class ToolRegistry:
         if definition is None:
             return failure_from_exception(ToolNotFoundError(run._name))
         result: ToolResult
-        # A registry-owned source in every body signal: host cancellation aborts it, so
+        # The body's signal is a registry-owned fusion: host cancellation aborts it, so
         # whatever the body handed its signal to (a thread, nested work) hears of it
         # (SPEC §5, host cancellation). The caller's signal itself is never aborted.
-        host = AbortController()
-        run._host = host
-        with fuse(caller, host.signal, handed) as fused:
+        with fuse_owned(caller, handed) as fused:
+            run._host = fused.signal
             run._signal = fused.signal
             run._in_body = True
             # SPEC §5.6: "body invoked" is recorded immediately before the body is called;
@@ -514,7 +581,7 @@ class ToolRegistry:
                         f'tool "{run._name}" returned output that is not losslessly '
                         f"JSON-serializable ({error})"
                     ) from None
-                result = ToolSuccess(value=value, content=definition.render(args, value))
+                result = materialized_success(value, definition.render(args, value))
             except Exception as error:
                 # Re-read through the property: mypy would keep the narrowing of
                 # ``caller._aborted`` from before the await.
@@ -529,7 +596,7 @@ class ToolRegistry:
                 else:
                     result = failure_from_exception(error)
             except BaseException:
-                host.abort(AbortError("the call was cancelled by its host"))
+                abort_owned(fused.signal, AbortError("the call was cancelled by its host"))
                 raise
             finally:
                 run._in_body = False
@@ -546,9 +613,7 @@ class ToolRegistry:
         post = self._post.items
         if post:
             try:
-                decision: object = await _chain(
-                    post, lambda listener, nxt: listener(run, dispatched, nxt), _default_post
-                )()
+                decision: object = await _chain(post, (run, dispatched), _default_post)()
                 result = self._apply_post(result, decision, denied=run._denied)
             except Exception as error:
                 self._finish(
@@ -563,10 +628,22 @@ class ToolRegistry:
         run._result = result
 
     @staticmethod
+    def _after_dispatch_tail(run: Run) -> None:
+        """`_after_dispatch` without post-execute listeners: only the cancellation check."""
+        result = run._result
+        assert result is not None
+        if not result.is_error and run._caller_signal._aborted:
+            run._result = aborted_result(
+                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+            )
+
+    @staticmethod
     def _apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolResult:
         kind = type(decision)
         if kind is Accept:
             assert isinstance(decision, Accept)
+            if decision.content is None and not decision.additional_contexts:
+                return result  # a plain Accept() changes nothing
             contexts = (*result.additional_contexts, *decision.additional_contexts)
             if decision.content is None:
                 return _with_contexts(result, contexts)

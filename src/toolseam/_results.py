@@ -17,7 +17,14 @@ from ._errors import (
     ToolError,
     safe_str,
 )
-from ._json import FrozenDict, JsonValue, MaterializationError, materialize
+from ._json import (
+    FrozenDict,
+    JsonValue,
+    MaterializationError,
+    _fill_dict,
+    _new_frozen_dict,
+    materialize,
+)
 
 __all__ = [
     "ContentBlock",
@@ -29,6 +36,7 @@ __all__ = [
     "aborted_result",
     "describe_exception",
     "failure_from_exception",
+    "materialized_success",
     "render_value",
     "text_block",
     "text_content",
@@ -68,12 +76,32 @@ def _freeze(value: object, what: str) -> JsonValue:
 
 
 def _as_sequence(value: object, what: str) -> Sequence[object]:
+    # Fast path: the registry itself always passes tuples; skips two ABC checks.
+    if type(value) is tuple:
+        return cast("tuple[object, ...]", value)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(f"{what} must be a sequence, got {type(value).__name__}")
     return cast("Sequence[object]", value)
 
 
+def _frozen_blocks(content: object) -> bool:
+    """Whether ``content`` is a tuple of snapshots, as the registry builds: already frozen."""
+    if type(content) is not tuple:
+        return False
+    for block in cast("tuple[object, ...]", content):  # noqa: SIM110 - no generator frame
+        if type(block) is not FrozenDict:
+            return False
+    return True
+
+
+def _empty_tuple(value: object) -> bool:
+    return type(value) is tuple and not value
+
+
 def _freeze_content(content: object) -> tuple[ContentBlock, ...]:
+    # Fast path: a tuple of snapshots (what the registry builds) is already frozen.
+    if _frozen_blocks(content):
+        return cast("tuple[ContentBlock, ...]", content)
     blocks: list[ContentBlock] = []
     for index, block in enumerate(_as_sequence(content, "result content")):
         frozen = _freeze(block, f"content[{index}]")
@@ -84,10 +112,32 @@ def _freeze_content(content: object) -> tuple[ContentBlock, ...]:
 
 
 def _freeze_contexts(contexts: object) -> tuple[JsonValue, ...]:
+    if _empty_tuple(contexts):
+        return ()  # the empty tuple is a singleton: callers see the same object
     return tuple(
         _freeze(context, f"additional_contexts[{index}]")
         for index, context in enumerate(_as_sequence(contexts, "additional_contexts"))
     )
+
+
+_setattr = object.__setattr__
+
+
+def _freeze_common(result: ToolSuccess | ToolFailure, kind: str) -> None:
+    """Freeze ``content``, ``meta`` and ``additional_contexts`` of a result being built."""
+    content = result.content
+    frozen_content = _freeze_content(content)
+    if frozen_content is not content:
+        _setattr(result, "content", frozen_content)
+    meta = result.meta
+    if meta is not None:
+        frozen_meta = _freeze(meta, f"{kind}.meta")
+        if frozen_meta is not meta:
+            _setattr(result, "meta", frozen_meta)
+    contexts = result.additional_contexts
+    frozen_contexts = _freeze_contexts(contexts)
+    if frozen_contexts is not contexts:
+        _setattr(result, "additional_contexts", frozen_contexts)
 
 
 @final
@@ -114,10 +164,13 @@ class ToolSuccess:
     """Always ``False``: narrows `ToolResult` to `ToolSuccess`."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "value", _freeze(self.value, "ToolSuccess.value"))
-        object.__setattr__(self, "content", _freeze_content(self.content))
-        object.__setattr__(self, "meta", _freeze(self.meta, "ToolSuccess.meta"))
-        object.__setattr__(self, "additional_contexts", _freeze_contexts(self.additional_contexts))
+        # Each field is stored again only when freezing changed it: the registry's own
+        # results arrive frozen, and a setattr on a frozen dataclass is not free.
+        value = self.value
+        frozen = _freeze(value, "ToolSuccess.value")
+        if frozen is not value:
+            _setattr(self, "value", frozen)
+        _freeze_common(self, "ToolSuccess")
 
     def to_json(self) -> dict[str, JsonValue]:
         """The durable, JSON-serializable form (without `value`)."""
@@ -157,9 +210,7 @@ class ToolFailure:
             raise TypeError(
                 f"ToolFailure.error must be a ToolErrorDetail, got {type(self.error).__name__}"
             )
-        object.__setattr__(self, "content", _freeze_content(self.content))
-        object.__setattr__(self, "meta", _freeze(self.meta, "ToolFailure.meta"))
-        object.__setattr__(self, "additional_contexts", _freeze_contexts(self.additional_contexts))
+        _freeze_common(self, "ToolFailure")
 
     @classmethod
     def from_message(
@@ -203,6 +254,22 @@ ToolResult: TypeAlias = ToolSuccess | ToolFailure
 """The one result every call ends in; narrow it on ``is_error``."""
 
 
+def materialized_success(value: JsonValue, content: object) -> ToolSuccess:
+    """The registry's `ToolSuccess` for a value it has just materialized.
+
+    The same object ``ToolSuccess(value=value, content=content)`` builds, without the
+    dataclass ``__init__`` and the checks ``value`` has passed already; ``content`` (a
+    definition's ``render``) is still frozen and checked here.
+    """
+    result = object.__new__(ToolSuccess)
+    _setattr(result, "value", value)
+    _setattr(result, "content", _freeze_content(content))
+    _setattr(result, "meta", None)
+    _setattr(result, "additional_contexts", ())
+    _setattr(result, "is_error", False)
+    return result
+
+
 def text_content(text: str) -> tuple[ContentBlock, ...]:
     """A content sequence of one text block."""
     return (text_block(text),)
@@ -210,9 +277,14 @@ def text_content(text: str) -> tuple[ContentBlock, ...]:
 
 def text_block(text: str) -> ContentBlock:
     """One frozen ``{"type": "text", "text": text}`` block."""
-    block = materialize({"type": "text", "text": text})
-    assert isinstance(block, FrozenDict)
-    return block
+    if type(text) is str:
+        # Both values are str, so the snapshot needs no checks: fill it directly.
+        block = _new_frozen_dict()
+        _fill_dict(block, {"type": "text", "text": text})
+        return block
+    frozen = materialize({"type": "text", "text": text})
+    assert isinstance(frozen, FrozenDict)
+    return frozen
 
 
 def render_value(value: JsonValue) -> tuple[ContentBlock, ...]:

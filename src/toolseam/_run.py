@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ._json import JsonValue, MaterializationError, materialize
 from ._results import ContentBlock, ToolResult
-from ._signals import AbortController, AbortSignal
+from ._signals import AbortSignal
 from ._views import ExecutionToken
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class Run:
         # The body's own normalized result, kept for host cancellation (a failure stays).
         self._body_result: ToolResult | None = None
         # Aborted by the registry when the host cancels the call while the body runs.
-        self._host: AbortController | None = None
+        self._host: AbortSignal | None = None
         self._in_body = False
         self._final = False
         self._denied = False

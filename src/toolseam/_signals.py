@@ -13,7 +13,6 @@ import asyncio
 import itertools
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, final
@@ -24,7 +23,7 @@ import anyio.lowlevel
 from ._errors import AbortError
 from ._registration import Registration
 
-__all__ = ["AbortController", "AbortSignal", "FusedSignal", "fuse"]
+__all__ = ["AbortController", "AbortSignal", "FusedSignal", "abort_owned", "fuse", "fuse_owned"]
 
 logger = logging.getLogger("toolseam")
 
@@ -161,7 +160,10 @@ class AbortSignal:
         try:
             await event.wait()
         finally:
-            registration.remove()
+            # An abort has already detached every listener of this signal (under the lock,
+            # with the state): only a wait that ends otherwise (cancelled) removes its own.
+            if not self._aborted:
+                registration.remove()
 
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block the calling thread until the signal aborts or ``timeout`` seconds pass.
@@ -246,22 +248,25 @@ def _trigger(root: AbortSignal, reason: object) -> None:
             return
         root._aborted = True
         root._reason = reason
+        # Breadth-first over the fused dependents; ``aborted`` doubles as the queue.
         aborted = [root]
-        pending = deque((root,))
-        while pending:
-            signal = pending.popleft()
+        position = 0
+        while position < len(aborted):
+            signal = aborted[position]
+            position += 1
             dependents, signal._dependents = signal._dependents, None
-            for dependent in dependents or ():
-                if not dependent._aborted:
-                    dependent._aborted = True
-                    dependent._reason = reason
-                    aborted.append(dependent)
-                    pending.append(dependent)
+            if dependents:
+                for dependent in dependents:
+                    if not dependent._aborted:
+                        dependent._aborted = True
+                        dependent._reason = reason
+                        aborted.append(dependent)
         calls: list[tuple[Listener, AbortSignal]] = []
         for signal in aborted:
             listeners, signal._listeners = signal._listeners, None
             if listeners:
-                calls.extend((callback, signal) for callback in listeners.values())
+                for callback in listeners.values():
+                    calls.append((callback, signal))  # noqa: PERF401 - no generator frame
     interrupt: BaseException | None = None
     for callback, signal in calls:
         raised = _run_listener(callback, signal)
@@ -378,9 +383,24 @@ def fuse(*signals: AbortSignal) -> FusedSignal:
         unique[signal] = None
     if len(unique) == 1:
         return FusedSignal(signals[0], ())
-    sources = tuple(unique)
+    return _attach(signals, tuple(unique))
+
+
+def fuse_owned(*signals: AbortSignal) -> FusedSignal:
+    """`fuse` for the registry's body signal: always a fresh signal, abortable by its owner.
+
+    Unlike `fuse`, a single distinct source still yields a new signal, so the registry can
+    abort the body's signal on host cancellation (`abort_owned`) without touching any
+    source: the caller's signal is never aborted. The arguments are `AbortSignal`s.
+    """
+    return _attach(signals, tuple(dict.fromkeys(signals)))
+
+
+def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) -> FusedSignal:
+    """A new signal fused from ``sources`` (distinct ``signals``), in one locked step."""
     fused = AbortSignal(_KEY)
     with _lock:
+        # SPEC §2: where several sources have already aborted, the last one given wins.
         for source in reversed(signals):
             if source._aborted:
                 fused._aborted = True
@@ -391,3 +411,8 @@ def fuse(*signals: AbortSignal) -> FusedSignal:
                 source._dependents = {}
             source._dependents[fused] = None
     return FusedSignal(fused, sources)
+
+
+def abort_owned(signal: AbortSignal, reason: object) -> None:
+    """Abort a signal from `fuse_owned` itself, as its sources would (idempotent)."""
+    _trigger(signal, reason)

@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from ._errors import AbortError
 from ._run import Run
-from ._signals import AbortController
+from ._signals import AbortController, abort_owned
 
 __all__ = ["run_in_worker_thread"]
 
@@ -44,8 +44,8 @@ class _Job:
 async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
     """Run ``call`` in a worker thread and await it until it returns, even when cancelled.
 
-    The body's signal already fuses the registry's host controller (``run._host``): on
-    host cancellation this function aborts it, so the body hears of the cancellation.
+    The body's signal is the registry's own fusion (``run._host``): on host cancellation
+    this function aborts it, so the body hears of the cancellation.
     """
     host = run._host
     assert host is not None, "sync bodies run inside the registry's body invocation"
@@ -69,7 +69,7 @@ async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
             started = job.started
         if started:
             # Tell the body, then wait for it: the thread is never abandoned.
-            host.abort(AbortError("the call was cancelled by its host"))
+            abort_owned(host, AbortError("the call was cancelled by its host"))
             await _wait_uninterruptibly(job.finished)
         raise
     return result  # type: ignore[return-value]  # only None when withdrawn
