@@ -226,6 +226,7 @@ Legend
   [ABORT]   the caller's signal aborted here      [HOST CANCEL] the awaiting task was cancelled
   ABORTED                   the body was invoked, then cancellation won
   ABORTED_BEFORE_DISPATCH   cancellation stopped the call before the body was invoked
+  INVALID_ARGS              validation is part of the body call: invoked, the function never ran
 """
 
 
