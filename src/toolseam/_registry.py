@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal, TypeVar, cast, final
+from typing import Any, Literal, cast, final
 
 import anyio.lowlevel
 
@@ -56,8 +56,6 @@ from ._views import ToolExecutionInput, mint_token
 __all__ = ["ToolRegistry"]
 
 logger = logging.getLogger("toolseam")
-
-T = TypeVar("T")
 
 ARGUMENTS_NOT_JSON = "tool execution arguments must be losslessly JSON-serializable"
 _ALLOW = Allow()

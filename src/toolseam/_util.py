@@ -15,7 +15,7 @@ def fixup_module_metadata(module_name: str, namespace: Mapping[str, object]) -> 
     """
     seen: set[int] = set()
 
-    def fix_one(qualname: str, name: str, obj: object) -> None:
+    def fix_one(obj: object) -> None:
         if id(obj) in seen:
             return
         seen.add(id(obj))
@@ -28,8 +28,8 @@ def fixup_module_metadata(module_name: str, namespace: Mapping[str, object]) -> 
             if isinstance(obj, type):
                 for attr_name, attr_value in obj.__dict__.items():
                     if not attr_name.startswith("_") and callable(attr_value):
-                        fix_one(f"{qualname}.{attr_name}", attr_name, attr_value)
+                        fix_one(attr_value)
 
     for objname, obj in namespace.items():
         if not objname.startswith("_"):
-            fix_one(objname, objname, obj)
+            fix_one(obj)
