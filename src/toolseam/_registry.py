@@ -266,8 +266,10 @@ class ToolRegistry:
         """
         run = self._start(input)
         # The three stages below (`_stage_before`, `_stage_dispatch`, `_stage_after`), inlined
-        # with the same handlers: a coroutine per stage costs more than the stages
-        # themselves when no listener is registered.
+        # with the same handlers: calling the stage methods instead costs about 5% of an
+        # echo call (measured interleaved on asyncio and trio, ~0.5 us of ~11 us). Keep the
+        # two copies in step; tests/test_batch.py drives the stage methods, everything
+        # else this path.
         if not run._final:
             try:
                 if self._pre.items or self._guards.items:
