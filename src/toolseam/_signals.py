@@ -3,8 +3,15 @@
 Modelled on the WHATWG split: only the controller aborts; the signal is a read-only view
 that any stage may borrow. One module-wide lock guards every signal's state, listeners and
 fused dependents, so that an abort sets the state of a signal *and of every signal fused
-from it* before any listener runs (SPEC §2), and so that the dependency graph can never
+from it* before any listener runs (contract §2), and so that the dependency graph can never
 deadlock on lock order. Listeners always run outside the lock.
+
+The lock is re-entrant because a finalizer can run at any allocation, in whichever thread
+allocates: a task suspended in `AbortSignal.wait` that is garbage-collected removes its
+listener from its ``finally``, and a ``__del__`` may call `Registration.remove` or
+`AbortSignal.add_listener`. Were that thread already inside the lock, a plain lock would
+deadlock it for good. Every critical section below therefore leaves the state consistent
+before each allocation: a re-entrant call only ever sees a whole state, never half of one.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, final
+from typing import TYPE_CHECKING, Any, Self, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -23,11 +30,19 @@ import anyio.lowlevel
 from ._errors import AbortError
 from ._registration import Registration
 
-__all__ = ["AbortController", "AbortSignal", "FusedSignal", "abort_owned", "fuse", "fuse_owned"]
+__all__ = [
+    "AbortController",
+    "AbortSignal",
+    "FusedSignal",
+    "abort_owned",
+    "fuse",
+    "fuse_owned",
+    "in_loop",
+]
 
 logger = logging.getLogger("toolseam")
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _keys = itertools.count()
 
 Listener = Callable[["AbortSignal"], object]
@@ -102,15 +117,22 @@ class AbortSignal:
     def raise_if_aborted(self) -> None:
         """Raise if the signal has aborted; otherwise do nothing.
 
+        The reason is raised with a fresh traceback: one shared reason raised from many
+        bodies must not keep the frames of every earlier raise alive through its
+        ``__traceback__``.
+
         Raises:
-            BaseException: The reason itself, when it is an exception instance.
-            AbortError: Wrapping the reason, when it is not an exception.
+            Exception: The reason itself, when it is an `Exception` instance.
+            AbortError: Wrapping the reason otherwise, a `BaseException` such as
+                ``KeyboardInterrupt`` or a cancellation included: those are never raised
+                into the code that checks the signal.
         """
         if not self._aborted:
             return
         reason = self._reason
-        if isinstance(reason, BaseException):
-            raise reason
+        # type(), not isinstance(): a hostile reason's __class__ could raise.
+        if issubclass(type(reason), Exception):
+            raise cast("Exception", reason).with_traceback(None)
         raise AbortError(reason)
 
     def add_listener(self, callback: Listener, /) -> Registration:
@@ -155,8 +177,7 @@ class AbortSignal:
             await anyio.lowlevel.checkpoint()
             return
         event = anyio.Event()
-        wake = _waker(event)
-        registration = self.add_listener(wake)
+        registration = self.add_listener(in_loop(event.set))
         try:
             await event.wait()
         finally:
@@ -220,36 +241,45 @@ def _run_listener(callback: Listener, signal: AbortSignal) -> BaseException | No
     return None
 
 
-def _waker(event: anyio.Event) -> Listener:
-    """Build a listener that sets an anyio event from whichever thread aborts."""
+def in_loop(callback: Callable[[], object]) -> Listener:
+    """A listener that runs ``callback()`` in the current event loop's thread.
+
+    Called where the listener is built (inside the loop); the abort may come from any
+    thread. Once the loop has finished, nobody is left to wake: the call is dropped.
+    """
     loop_thread = threading.get_ident()
     native: Any = anyio.lowlevel.current_token().native_token
 
-    def wake(_signal: AbortSignal) -> None:
+    def listener(_signal: AbortSignal) -> None:
         if threading.get_ident() == loop_thread:
-            event.set()
+            callback()
             return
         try:
             if isinstance(native, asyncio.AbstractEventLoop):
-                native.call_soon_threadsafe(event.set)
+                native.call_soon_threadsafe(callback)
             else:  # a trio token
-                native.run_sync_soon(event.set)
+                native.run_sync_soon(callback)
         except RuntimeError:
-            # The event loop has finished: nobody is left waiting on this event.
-            pass
+            pass  # the event loop has finished
 
-    return wake
+    return listener
 
 
-def _trigger(root: AbortSignal, reason: object) -> None:
-    """Abort ``root`` and every signal fused from it, then run their listeners."""
+def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
+    """Abort ``root`` and every signal fused from it, then run their listeners.
+
+    Returns the first ``KeyboardInterrupt``/``SystemExit`` a listener raised (every
+    listener has run by then), for the caller to raise or to handle.
+    """
     with _lock:
         if root._aborted:
-            return
+            return None
+        # Allocated before the state changes: a finalizer that the allocation runs must
+        # not see ``root`` aborted while its dependents are not yet.
+        aborted = [root]
         root._aborted = True
         root._reason = reason
         # Breadth-first over the fused dependents; ``aborted`` doubles as the queue.
-        aborted = [root]
         position = 0
         while position < len(aborted):
             signal = aborted[position]
@@ -271,8 +301,7 @@ def _trigger(root: AbortSignal, reason: object) -> None:
     for callback, signal in calls:
         raised = _run_listener(callback, signal)
         interrupt = interrupt or raised
-    if interrupt is not None:
-        raise interrupt
+    return interrupt
 
 
 @final
@@ -304,7 +333,9 @@ class AbortController:
         """
         if self._signal._aborted:
             return
-        _trigger(self._signal, AbortError() if reason is None else reason)
+        interrupt = _trigger(self._signal, AbortError() if reason is None else reason)
+        if interrupt is not None:
+            raise interrupt
 
     def __repr__(self) -> str:
         return f"<AbortController signal={self._signal!r}>"
@@ -413,6 +444,10 @@ def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) 
     return FusedSignal(fused, sources)
 
 
-def abort_owned(signal: AbortSignal, reason: object) -> None:
-    """Abort a signal from `fuse_owned` itself, as its sources would (idempotent)."""
-    _trigger(signal, reason)
+def abort_owned(signal: AbortSignal, reason: object) -> BaseException | None:
+    """Abort a signal from `fuse_owned` itself, as its sources would (idempotent).
+
+    Returns, rather than raises, a ``KeyboardInterrupt``/``SystemExit`` from a listener:
+    the registry decides what it means on its host-cancellation path.
+    """
+    return _trigger(signal, reason)
