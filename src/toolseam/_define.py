@@ -8,6 +8,7 @@ pays for it.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
@@ -33,18 +34,45 @@ R = TypeVar("R")
 Finalize = Callable[[ToolExecution, ToolResult], "Sequence[ContentBlock] | None"]
 
 
+# A location deeper than this shows its first and last few segments only.
+_MAX_LOC_SEGMENTS = 16
+
+
+def _location(loc: Sequence[object]) -> str:
+    if len(loc) > _MAX_LOC_SEGMENTS:
+        half = _MAX_LOC_SEGMENTS // 2
+        skipped = len(loc) - 2 * half
+        return f"{_location(loc[:half])}...({skipped} more)...{_location(loc[-half:])}"
+    return ".".join(str(p) for p in loc) or "$"
+
+
 def _summarize_validation_error(error: Any) -> str:
     try:
-        parts: list[str] = []
-        for item in error.errors(include_url=False)[:5]:
-            loc = ".".join(str(p) for p in item.get("loc", ())) or "$"
-            parts.append(f"{loc}: {item.get('msg', 'invalid')}")
+        parts = [
+            f"{_location(item.get('loc', ()))}: {item.get('msg', 'invalid')}"
+            for item in error.errors(include_url=False)[:5]
+        ]
         extra = error.error_count() - len(parts)
         if extra > 0:
             parts.append(f"and {extra} more")
         return "; ".join(parts)
     except Exception:
         return safe_str(error)
+
+
+def _too_deep_for_json(error: Any) -> bool:
+    """Whether pydantic's JSON parser gave up on depth (not on the arguments' content)."""
+    try:
+        return any(
+            item.get("type") == "json_invalid" and "recursion limit" in str(item.get("msg"))
+            for item in error.errors(include_url=False)
+        )
+    except Exception:
+        return False
+
+
+def _too_deep_to_serialize(error: Exception) -> bool:
+    return "serialization depth" in safe_str(error)
 
 
 # Return annotations whose exact-type outputs pydantic validates and dumps unchanged.
@@ -144,22 +172,49 @@ class DefinedTool(Generic[A, R]):
         return self._timeout
 
     def parse_arguments(self, arguments: JsonValue, /) -> A:
-        """Validate the frozen arguments against the first parameter's annotation."""
+        """Validate the frozen arguments against the first parameter's annotation.
+
+        Arguments nested deeper than pydantic's JSON parser goes (about 200 levels) are
+        validated in Python mode on a plain copy instead: depth is bounded only by memory
+        (contract §5.2).
+        """
         try:
             # pydantic-core's encoder: ~15x faster than json.dumps on small arguments.
             text: str | bytes = self._to_json(arguments)
         except self._errors[1]:
             # Lone surrogates (UTF-8 cannot encode them): json.dumps escapes them and the
-            # validator reports them, exactly as before.
-            text = json.dumps(arguments)
+            # validator reports them, exactly as before. Too deep for either: Python mode.
+            try:
+                text = json.dumps(arguments)
+            except RecursionError:
+                return self._parse_deep(arguments)
         try:
             # The arguments *are* JSON: validate them in JSON mode. This also keeps pydantic
             # from rebuilding frozen snapshots through their (private) constructors.
             return self._args_adapter.validate_json(text)  # type: ignore[no-any-return]
         except self._errors[0] as error:
+            if _too_deep_for_json(error):
+                return self._parse_deep(arguments)
+            raise self._args_error(error) from None
+
+    def _parse_deep(self, arguments: JsonValue) -> A:
+        # A deep copy thaws a snapshot into plain containers without recursing, so the
+        # body gets fresh, mutable values, as JSON mode would give it.
+        plain = copy.deepcopy(arguments)
+        try:
+            return self._args_adapter.validate_python(plain)  # type: ignore[no-any-return]
+        except self._errors[0] as error:
+            raise self._args_error(error) from None
+        except RecursionError:
             raise ToolArgsError(
-                f'invalid arguments for tool "{self._name}": {_summarize_validation_error(error)}'
+                f'invalid arguments for tool "{self._name}": nested too deeply for the '
+                "arguments type"
             ) from None
+
+    def _args_error(self, error: Exception) -> ToolArgsError:
+        return ToolArgsError(
+            f'invalid arguments for tool "{self._name}": {_summarize_validation_error(error)}'
+        )
 
     def run(self, args: A, exec: ToolRunContext, /) -> CoroutineType[Any, Any, R]:
         """Call the body; a synchronous body runs in a worker thread until it returns."""
@@ -183,16 +238,20 @@ class DefinedTool(Generic[A, R]):
             return output  # type: ignore[return-value]
         try:
             validated = self._output_adapter.validate_python(output)
-            dumped = self._output_adapter.dump_python(validated, mode="json")
         except self._errors as error:
-            detail = (
-                _summarize_validation_error(error)
-                if isinstance(error, self._errors[0])
-                else safe_str(error)
-            )
+            raise self._output_error(error) from None
+        except RecursionError:
             raise ToolOutputError(
-                f'tool "{self._name}" returned invalid output: {detail}'
+                f'tool "{self._name}" returned output nested too deeply for its return type'
             ) from None
+        try:
+            dumped = self._output_adapter.dump_python(validated, mode="json")
+        except (*self._errors, ValueError) as error:
+            # pydantic's serializer stops at a fixed depth; a validated value that is plain
+            # JSON already needs no dumping (materialize checks that, at any depth).
+            if not _too_deep_to_serialize(error):
+                raise self._output_error(error) from None
+            dumped = validated
         try:
             return materialize(dumped)
         except MaterializationError as error:
@@ -200,6 +259,14 @@ class DefinedTool(Generic[A, R]):
                 f'tool "{self._name}" returned output that is not losslessly '
                 f"JSON-serializable ({error})"
             ) from None
+
+    def _output_error(self, error: Exception) -> ToolOutputError:
+        detail = (
+            _summarize_validation_error(error)
+            if isinstance(error, self._errors[0])
+            else safe_str(error)
+        )
+        return ToolOutputError(f'tool "{self._name}" returned invalid output: {detail}')
 
     def render(self, args: A, value: JsonValue, /) -> Sequence[ContentBlock]:
         """The model-facing content: the ``render`` option, or the value as text."""

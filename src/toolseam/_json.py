@@ -23,14 +23,22 @@ import functools
 import json
 import math
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, NoReturn, SupportsIndex, cast, final, overload
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex, cast, final, overload
 
 from typing_extensions import TypeAliasType
 
 from ._errors import safe_str
+from ._errors import type_name as _type_name
 
-__all__ = ["FrozenDict", "FrozenList", "JsonValue", "MaterializationError", "materialize"]
+__all__ = [
+    "FrozenDict",
+    "FrozenList",
+    "JsonValue",
+    "MaterializationError",
+    "dumps",
+    "materialize",
+]
 
 if TYPE_CHECKING:
     # mypy cannot resolve a self-reference inside a TypeAliasType value unless the whole
@@ -588,7 +596,8 @@ _SUBCLASSABLE: Final = (int, float, str, list, tuple, dict)
 def _problem(value: object) -> str:
     """Why ``value``, which the checks refused, is not JSON.
 
-    Looks only at the type (never at ``repr`` or ``str``), so it cannot raise.
+    Looks only at the type (never at ``repr`` or ``str``), so it cannot raise. Names the
+    fix for the two objects most often passed by mistake: a pydantic model and a dataclass.
     """
     kind = type(value)
     if kind is int:
@@ -603,7 +612,21 @@ def _problem(value: object) -> str:
             is_subclass = False
         if is_subclass:
             return f"{name} is not JSON (a subclass of {base.__name__})"
-    return f"{name} is not JSON"
+    return f"{name} is not JSON{_object_hint(kind)}"
+
+
+def _object_hint(kind: type) -> str:
+    try:
+        if any(
+            base.__name__ == "BaseModel" and base.__module__ == "pydantic.main"
+            for base in kind.__mro__
+        ):
+            return ' (a pydantic model instance: pass model.model_dump(mode="json"))'
+        if "__dataclass_fields__" in kind.__dict__:
+            return " (a dataclass instance: pass dataclasses.asdict(instance))"
+    except Exception:
+        pass
+    return ""
 
 
 def _key_problem(key: object) -> str:
@@ -620,15 +643,6 @@ def _key_problem(key: object) -> str:
     if is_str:
         return f"dict key of type {name} is not a plain str"
     return f"dict key of type {name} is not a string"
-
-
-def _type_name(kind: type) -> str:
-    """The name of a type, without ever raising (a metaclass may break ``__name__``)."""
-    try:
-        name = kind.__name__
-    except Exception:
-        return "<unnamed type>"
-    return name if type(name) is str else "<unnamed type>"
 
 
 def _invalid(keys: list[int | str], key: int | str | None, problem: str) -> MaterializationError:
@@ -721,3 +735,77 @@ def _thaw(
                 else:
                     fresh[dict_key] = item
     return result
+
+
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
+_LITERALS: Final = {True: "true", False: "false"}
+
+
+def dumps(value: JsonValue) -> str:
+    """``json.dumps(value, ensure_ascii=False)`` of a JSON value, at any depth.
+
+    The C encoder recurses and gives up with `RecursionError` a few hundred levels down;
+    only then does this fall back to an iterative encoder that writes the same text.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        return _dumps_iteratively(value)
+
+
+def _dumps_iteratively(value: JsonValue) -> str:
+    parts: list[str] = []
+    # Each entry: an iterator over a container's remaining items, and whether it is an
+    # object (its items are (key, value) pairs), and whether an item was written yet.
+    stack: list[tuple[Iterator[Any], bool]] = []
+    first: list[bool] = []
+    current: object = value
+    while True:
+        if isinstance(current, dict):
+            parts.append("{")
+            stack.append((iter(cast("dict[str, object]", current).items()), True))
+            first.append(True)
+        elif isinstance(current, list):
+            parts.append("[")
+            stack.append((iter(cast("list[object]", current)), False))
+            first.append(True)
+        else:
+            parts.append(_leaf_text(current))
+        # Find the next value to write, closing every container that is done.
+        while stack:
+            items, is_object = stack[-1]
+            item: Any = next(items, _END)
+            if item is _END:
+                stack.pop()
+                first.pop()
+                parts.append("}" if is_object else "]")
+                continue
+            if not first[-1]:
+                parts.append(", ")
+            first[-1] = False
+            if is_object:
+                key, current = item
+                parts.append(_encode_str(key))
+                parts.append(": ")
+            else:
+                current = item
+            break
+        else:
+            return "".join(parts)
+
+
+_END: Final = object()
+
+
+def _leaf_text(value: object) -> str:
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return _LITERALS[value]
+    if isinstance(value, str):
+        return _encode_str(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return float.__repr__(value)
+    raise TypeError(f"Object of type {_type_name(type(value))} is not JSON serializable")
