@@ -42,18 +42,19 @@ def _cycle_dict() -> object:
     return mapping
 
 
-NON_JSON: dict[str, Callable[[], object]] = {
-    "nan": lambda: {"x": math.nan},
-    "+inf": lambda: {"x": math.inf},
-    "-inf": lambda: {"x": -math.inf},
-    "-0.0": lambda: {"x": -0.0},
-    "bytes": lambda: {"x": b"raw"},
-    "set": lambda: {"x": {1, 2}},
-    "object": lambda: {"x": object()},
-    "non-str key": lambda: {1: "one"},
-    "cycle through list": _cycle_list,
-    "cycle through dict": _cycle_dict,
-    "top-level set": lambda: {1},
+# Each non-JSON input, and the "where: what" detail its failure message must end with.
+NON_JSON: dict[str, tuple[Callable[[], object], str]] = {
+    "nan": (lambda: {"x": math.nan}, "$.x: float nan is not JSON"),
+    "+inf": (lambda: {"x": math.inf}, "$.x: float inf is not JSON"),
+    "-inf": (lambda: {"x": -math.inf}, "$.x: float -inf is not JSON"),
+    "-0.0": (lambda: {"x": -0.0}, "$.x: -0.0 is not losslessly JSON"),
+    "bytes": (lambda: {"x": b"raw"}, "$.x: bytes is not JSON"),
+    "set": (lambda: {"x": {1, 2}}, "$.x: set is not JSON"),
+    "object": (lambda: {"x": object()}, "$.x: object is not JSON"),
+    "non-str key": (lambda: {1: "one"}, "$: dict key 1 (int) is not a string"),
+    "cycle through list": (_cycle_list, "$.x[0]: cycle detected"),
+    "cycle through dict": (_cycle_dict, "$.self: cycle detected"),
+    "top-level set": (lambda: {1}, "$: set is not JSON"),
 }
 
 
@@ -78,9 +79,10 @@ async def test_non_json_arguments_yield_one_failure_and_no_stage_runs(
 
     registry.on_pre_execute(pre)
     signal = AbortSignal.aborted_signal() if pre_aborted else None
-    result = await registry.execute(make_input(arguments=NON_JSON[kind](), signal=signal))
+    build, detail = NON_JSON[kind]
+    result = await registry.execute(make_input(arguments=build(), signal=signal))
     assert isinstance(result, ToolFailure)
-    assert result.error.message == ARGS_MESSAGE
+    assert result.error.message == f"{ARGS_MESSAGE} ({detail})"
     assert published.only is result
     assert trace == []
 
@@ -245,6 +247,6 @@ async def test_execute_never_raises_for_many_hostile_calls_at_once() -> None:
     async with anyio.create_task_group() as tg:
         for index, kind in enumerate(kinds):
             tg.start_soon(
-                registry.execute, make_input(arguments=NON_JSON[kind](), call_id=f"c{index}")
+                registry.execute, make_input(arguments=NON_JSON[kind][0](), call_id=f"c{index}")
             )
     assert len(published.results) == len(kinds)

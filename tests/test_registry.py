@@ -329,7 +329,8 @@ class TestMaterialization:
         result = await registry.execute(make_input(arguments={"x": float("nan")}, signal=signal))
         assert isinstance(result, ToolFailure)
         assert result.error.message == (
-            "tool execution arguments must be losslessly JSON-serializable"
+            "tool execution arguments must be losslessly JSON-serializable "
+            "($.x: float nan is not JSON)"
         )
         assert result.error.info is None
         assert published.only is result

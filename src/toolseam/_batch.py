@@ -13,6 +13,7 @@ from typing import cast, final
 
 import anyio
 
+from ._errors import exact_str, type_name
 from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import Run
@@ -78,7 +79,8 @@ async def run_tool_calls(
 
     Raises:
         ValueError: Two calls share a ``call_id``, or ``max_parallel < 1``.
-        TypeError: ``max_parallel`` is not an int, or ``signal`` is not an `AbortSignal`.
+        TypeError: A call is not a `ToolCall`, ``max_parallel`` is not an int, or
+            ``signal`` is not an `AbortSignal`.
     """
     given = cast("object", max_parallel)  # checked at runtime too: untyped agent loops
     if isinstance(given, bool) or not isinstance(given, int):
@@ -89,10 +91,20 @@ async def run_tool_calls(
         raise TypeError(f"signal must be an AbortSignal, got {type(signal).__name__}")
     batch = list(calls)
     seen: set[str] = set()
-    for call in batch:
-        if call.call_id in seen:
-            raise ValueError(f"duplicate call_id {call.call_id!r} in one batch")
-        seen.add(call.call_id)
+    for position, call in enumerate(batch):
+        if type(call) is not ToolCall:
+            raise TypeError(
+                f"run_tool_calls() expects ToolCall items, got {type_name(type(call))} at "
+                f"index {position}: build each one as ToolCall(call_id, name, arguments)"
+            )
+        # An exact copy: a str subclass's __hash__ may raise. A non-str id is the call's
+        # own failure (the registry reports it), not the batch's.
+        call_id = exact_str(call.call_id)
+        if call_id is None:
+            continue
+        if call_id in seen:
+            raise ValueError(f"duplicate call_id {call_id!r} in one batch")
+        seen.add(call_id)
     inputs = [
         ToolExecutionInput(
             call_id=call.call_id,

@@ -15,7 +15,7 @@ Any other exception raised by a tool or a stage surfaces only its message.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, cast
 
 __all__ = [
     "INVALID_ARGS",
@@ -70,9 +70,13 @@ class AbortError(Exception):
         self.reason = reason
 
     def __str__(self) -> str:
-        if self.reason is None:
+        reason = self.reason
+        if reason is None:
             return "operation aborted"
-        return f"operation aborted: {safe_str(self.reason)}"
+        text = safe_str(reason)
+        if not text and issubclass(type(reason), BaseException):
+            text = type_name(type(reason))  # KeyboardInterrupt() has no message
+        return f"operation aborted: {text}"
 
 
 class ToolError(Exception):
@@ -150,20 +154,41 @@ class ToolTimeoutError(ToolError):
 
 
 def safe_str(value: object) -> str:
-    """Describe any value as text without ever raising.
+    """Describe any value as an exact ``str`` without ever raising.
 
     Falls back from ``str`` to ``repr`` to the type name, because a hostile exception's
-    ``__str__`` must not turn one failure into a crash of the registry.
+    ``__str__`` must not turn one failure into a crash of the registry. ``__str__`` may
+    return a ``str`` subclass whose ``__format__`` or ``__hash__`` raises; the text is
+    copied into a plain ``str`` so that formatting it later cannot raise.
     """
+    for describe in (str, repr):
+        try:
+            text = describe(value)
+            # str.__str__ copies a str subclass into an exact str without calling any
+            # method the subclass overrides.
+            return text if type(text) is str else str.__str__(text)
+        except Exception:
+            pass
+    return f"<unprintable {type_name(type(value))}>"
+
+
+def exact_str(value: object) -> str | None:
+    """``value`` as an exact ``str`` if it is a ``str`` (or a subclass), else ``None``.
+
+    Never calls a method of ``value``: a subclass's ``__hash__``, ``__eq__`` or
+    ``__bool__`` may raise.
+    """
+    if type(value) is str:
+        return value
+    if issubclass(type(value), str):
+        return str.__str__(cast("str", value))
+    return None
+
+
+def type_name(kind: type) -> str:
+    """The name of a type, without ever raising (a metaclass may break ``__name__``)."""
     try:
-        return str(value)
+        name = kind.__name__
     except Exception:
-        pass
-    try:
-        return repr(value)
-    except Exception:
-        pass
-    try:
-        return f"<unprintable {type(value).__name__}>"
-    except Exception:  # pragma: no cover - a metaclass that breaks __name__
-        return "<unprintable object>"
+        return "<unnamed type>"
+    return name if type(name) is str else "<unnamed type>"

@@ -1,4 +1,4 @@
-"""`ToolRegistry`: the pipeline every tool call goes through (SPEC §5).
+"""`ToolRegistry`: the pipeline every tool call goes through (contract §5).
 
 One call runs in stages that the batch executor can also drive one by one:
 `_start` (snapshot, materialize, pre-aborted entry), `_before_dispatch` (pre-execute,
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast, final
@@ -19,6 +20,7 @@ from typing import Any, Literal, cast, final
 import anyio.lowlevel
 
 from ._approval import ApprovalRequest, ApprovalService
+from ._chain import Chain
 from ._decisions import Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision, ReplaceValue
 from ._define import DefinedTool
 from ._definitions import ToolDefinition, ToolSchema, check_timeout
@@ -28,7 +30,9 @@ from ._errors import (
     AbortError,
     ToolNotFoundError,
     ToolOutputError,
+    exact_str,
     safe_str,
+    type_name,
 )
 from ._json import JsonValue, MaterializationError, materialize
 from ._registration import Registration
@@ -42,7 +46,7 @@ from ._results import (
     render_value,
 )
 from ._run import DispatchView, Run
-from ._signals import AbortSignal, abort_owned, fuse_owned
+from ._signals import AbortSignal, fuse_owned
 from ._stages import (
     AroundDispatch,
     Guard,
@@ -51,6 +55,7 @@ from ._stages import (
     PreExecuteListener,
     ResultObserver,
 )
+from ._threads import abort_for_host
 from ._views import ToolExecutionInput, mint_token
 
 __all__ = ["ToolRegistry"]
@@ -69,62 +74,11 @@ def _denied(reason: str) -> ToolFailure:
 
 
 def _with_contexts(result: ToolResult, contexts: Sequence[JsonValue]) -> ToolResult:
-    if tuple(contexts) == tuple(result.additional_contexts):
+    current = result.additional_contexts
+    # Compared by identity: equality of two deep contexts would recurse.
+    if len(contexts) == len(current) and all(map(operator.is_, contexts, current)):
         return result
     return replace(result, additional_contexts=contexts)
-
-
-@final
-class _Next:
-    """One ``next`` of a chain: calling it starts the rest of the chain, once.
-
-    A plain object rather than a closure per link plus a coroutine per call: ``next()``
-    returns the inner awaitable itself, so a chain of n listeners costs n + 1 small
-    objects and no extra coroutine frames. Each listener is called as
-    ``listener(*leading, next)``.
-    """
-
-    __slots__ = ("_index", "_innermost", "_leading", "_listeners", "_used")
-
-    def __init__(
-        self,
-        listeners: tuple[Any, ...],
-        index: int,
-        leading: tuple[Any, ...],
-        innermost: Callable[[], Awaitable[Any]],
-    ) -> None:
-        self._listeners = listeners
-        self._index = index
-        self._leading = leading
-        self._innermost = innermost
-        self._used = False
-
-    def __call__(self) -> Awaitable[Any]:
-        if self._used:
-            raise RuntimeError("next() may be called only once per stage listener")
-        self._used = True
-        index = self._index
-        listeners = self._listeners
-        if index < len(listeners):
-            leading = self._leading
-            step: Awaitable[Any] = listeners[index](
-                *leading, _Next(listeners, index + 1, leading, self._innermost)
-            )
-            return step
-        return self._innermost()
-
-
-def _chain(
-    listeners: tuple[Any, ...],
-    leading: tuple[Any, ...],
-    innermost: Callable[[], Awaitable[Any]],
-) -> Callable[[], Awaitable[Any]]:
-    """Compose listeners into one ``next``: the first listener is outermost.
-
-    Each listener is called as ``listener(*leading, next)``. Each ``next`` may be called
-    once; a second call is a bug in the listener and raises.
-    """
-    return _Next(listeners, 0, leading, innermost)
 
 
 async def _default_pre() -> PreDecision:
@@ -236,15 +190,17 @@ class ToolRegistry:
     def execution_mode(self, input: ToolExecutionInput) -> Literal["parallel", "exclusive"]:
         """Whether a call may overlap others: ``"parallel"`` only on an exact ``True``.
 
-        Unknown tools, unparseable arguments and a raising ``is_concurrency_safe`` all
-        mean ``"exclusive"``.
+        Unknown tools, unparseable arguments, a raising ``is_concurrency_safe`` and any
+        hostile input field all mean ``"exclusive"``: this never raises, so one bad call
+        cannot tear down the batch around it.
         """
-        definition = self._tools.get(input.name)
-        if definition is None:
-            return "exclusive"
-        if isinstance(definition, DefinedTool) and not definition.has_concurrency_option:
-            return "exclusive"  # nothing to ask: skip parsing the arguments
         try:
+            name = exact_str(input.name)
+            definition = None if name is None else self._tools.get(name)
+            if definition is None:
+                return "exclusive"
+            if isinstance(definition, DefinedTool) and not definition.has_concurrency_option:
+                return "exclusive"  # nothing to ask: skip parsing the arguments
             args = definition.parse_arguments(materialize(input.arguments))
             safe: object = definition.is_concurrency_safe(args)
         except Exception:
@@ -258,70 +214,32 @@ class ToolRegistry:
 
         Never raises for anything a tool, a stage or the arguments do: every outcome is a
         result. If the awaiting task is cancelled by its host, the call still publishes
-        exactly one result (`ABORTED` or `ABORTED_BEFORE_DISPATCH`) and the cancellation
-        is re-raised unchanged.
+        exactly one result (`ABORTED` or `ABORTED_BEFORE_DISPATCH`, or a failure already
+        established) and the cancellation is re-raised unchanged. A ``KeyboardInterrupt``
+        or ``SystemExit`` raised by a result observer or ``finalize_content`` propagates
+        once every observer has seen the published result.
 
         Raises:
             TypeError: ``input`` is not a `ToolExecutionInput` with an `AbortSignal`.
         """
         run = self._start(input)
-        # The three stages below (`_stage_before`, `_stage_dispatch`, `_stage_after`), inlined
-        # with the same handlers: calling the stage methods instead costs about 5% of an
-        # echo call (measured interleaved on asyncio and trio, ~0.5 us of ~11 us). Keep the
-        # two copies in step; tests/test_batch.py drives the stage methods, everything
-        # else this path.
-        if not run._final:
-            try:
-                if self._pre.items or self._guards.items:
-                    await self._before_dispatch(run)
-                elif run._caller_signal._aborted:
-                    # _before_dispatch without listeners: only its cancellation check.
-                    self._finish(run, aborted_result(body_invoked=False))
-            except Exception as error:
-                self._fail_unexpectedly(run, error)
-            except BaseException:
-                self._settle_interrupted(run)
-                raise
-        if not (run._final or run._result is not None):
-            try:
-                if self._wrappers.items:
-                    await self._dispatch(run)
-                else:
-                    self._dispatched(run, await self._invoke_body(run))
-            except Exception as error:
-                self._fail_unexpectedly(run, error)
-            except BaseException:
-                self._settle_interrupted(run)
-                raise
-        try:
-            if not run._final:
-                if self._post.items:
-                    await self._after_dispatch(run)
-                else:
-                    self._after_dispatch_tail(run)
-            else:
-                # A call settled early (pre-aborted, bad arguments, a raising stage) may not
-                # have awaited anything: keep execute() a checkpoint on that path too.
-                await anyio.lowlevel.checkpoint()
-        except Exception as error:
-            self._fail_unexpectedly(run, error)
-        except BaseException:
-            self._settle_interrupted(run)
-            raise
-        return self._publish(run)
+        await self._stage_before(run)
+        await self._stage_dispatch(run)
+        return await self._stage_after(run)
 
-    # The stages below are what `run_tool_calls` drives one by one. Each settles and
+    # `execute` and `run_tool_calls` both drive the stages below. Each one settles and
     # publishes the call's one result if the awaiting task is cancelled inside it.
 
     async def _stage_before(self, run: Run) -> None:
-        if run._final:
+        """Pre-execute, approval and guards; then the caller's signal decides."""
+        if run._result is not None:
             return
         try:
             if self._pre.items or self._guards.items:
                 await self._before_dispatch(run)
             elif run._caller_signal._aborted:
                 # _before_dispatch without listeners: only its cancellation check.
-                self._finish(run, aborted_result(body_invoked=False))
+                run._result = aborted_result(body_invoked=False)
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -329,7 +247,8 @@ class ToolRegistry:
             raise
 
     async def _stage_dispatch(self, run: Run) -> None:
-        if run._final or run._result is not None:
+        """The around-dispatch chain and the body, unless a result is already fixed."""
+        if run._result is not None:
             return
         try:
             if self._wrappers.items:
@@ -345,6 +264,7 @@ class ToolRegistry:
     async def _stage_after(
         self, run: Run, ready: Callable[[], Awaitable[object]] | None = None
     ) -> ToolResult:
+        """Post-execute (after ``ready``, the batch's turn), then publish."""
         try:
             if ready is not None:
                 await ready()
@@ -371,14 +291,14 @@ class ToolRegistry:
         is the last line for what slips through (a hostile object, a bug). It is never
         mistaken for cancellation.
         """
-        logger.error("call %r: unexpected error in the pipeline", run._call_id, exc_info=error)
+        _log(logging.ERROR, "call %r: unexpected error in the pipeline", run._call_id, error)
         run._in_body = False
         run._signal = run._caller_signal
         self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
 
     def _skip(self, input: ToolExecutionInput) -> ToolResult:
         """Publish `ABORTED_BEFORE_DISPATCH` for a call a batch never started."""
-        run = self._new_run(input, input.call_id, input.name, input.signal)
+        run = self._new_run(input, *_text_fields(input)[:3], input.signal)
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
@@ -386,14 +306,19 @@ class ToolRegistry:
         return self._publish(run)
 
     def _new_run(
-        self, input: ToolExecutionInput, call_id: str, name: str, signal: AbortSignal
+        self,
+        input: ToolExecutionInput,
+        call_id: str,
+        name: str,
+        root_call_id: str,
+        signal: AbortSignal,
     ) -> Run:
-        # SPEC §5.1: the definition visible *now* supplies finalize_content.
+        # contract §5.1: the definition visible *now* supplies finalize_content.
         definition = self._tools.get(name)
         return Run(
-            token=mint_token(),
+            token=mint_token(input.parent),
             call_id=call_id,
-            root_call_id=input.root_call_id or call_id,
+            root_call_id=root_call_id,
             name=name,
             agent=input.agent,
             parent=input.parent,
@@ -402,30 +327,30 @@ class ToolRegistry:
         )
 
     def _start(self, input: ToolExecutionInput) -> Run:
-        # SPEC §5.1: read every input field exactly once.
+        # contract §5.1: read every input field exactly once.
         if type(input) is not ToolExecutionInput:
-            raise TypeError(f"execute() expects a ToolExecutionInput, got {type(input).__name__}")
-        call_id = input.call_id
-        name = input.name
-        arguments = input.arguments
+            raise TypeError(f"execute() expects a ToolExecutionInput, got {type_name(type(input))}")
         signal = input.signal
         if type(signal) is not AbortSignal:
             raise TypeError(
-                f"ToolExecutionInput.signal must be an AbortSignal, got {type(signal).__name__}"
+                f"ToolExecutionInput.signal must be an AbortSignal, got {type_name(type(signal))}"
             )
-        run = self._new_run(input, call_id, name, signal)
+        call_id, name, root_call_id, problem = _text_fields(input)
+        run = self._new_run(input, call_id, name, root_call_id, signal)
         try:
-            run._arguments = materialize(arguments)
+            run._arguments = materialize(input.arguments)
         except MaterializationError as error:
-            logger.debug("call %r: arguments rejected: %s", call_id, error)
-            return self._finish(run, ToolFailure.from_message(ARGUMENTS_NOT_JSON))
+            # contract §5.2: a materialization failure wins over everything else.
+            return self._finish(run, ToolFailure.from_message(f"{ARGUMENTS_NOT_JSON} ({error})"))
+        if problem is not None:
+            return self._finish(run, ToolFailure.from_message(problem))
         if signal._aborted:
             return self._finish(run, aborted_result(body_invoked=False))
         return run
 
     @staticmethod
     def _finish(run: Run, result: ToolResult) -> Run:
-        """Fix the result: no later stage runs."""
+        """Fix the result: no later stage runs, post-execute included."""
         run._result = result
         run._final = True
         return run
@@ -435,17 +360,24 @@ class ToolRegistry:
         pre = self._pre.items
         decision: object = _ALLOW
         if pre:
+            chain = Chain(pre, (run,), _default_pre, "pre-execute listener")
             try:
-                decision = await _chain(pre, (run,), _default_pre)()
-            except Exception as error:
-                self._finish(run, failure_from_exception(error))
+                decision = await chain.start()
+            except BaseException as error:
+                failure = _stage_failure(run, error)
+                if failure is None:
+                    raise
+                self._finish(run, failure)
                 return
+            finally:
+                chain.close()
         if type(decision) is Ask:
             if caller._aborted:
-                self._finish(run, aborted_result(body_invoked=False))
+                # contract §5.4: cancelled before dispatch, and still through post-execute.
+                run._result = aborted_result(body_invoked=False)
                 return
             decision = await self._ask(run, decision.reason)
-            if run._final:
+            if run._result is not None:
                 return
         if type(decision) is Deny:
             run._result = _denied(safe_str(decision.reason))
@@ -455,24 +387,30 @@ class ToolRegistry:
             self._finish(
                 run,
                 ToolFailure.from_message(
-                    f"pre-execute chain returned {type(decision).__name__}, not Allow, Deny or Ask"
+                    f"pre-execute chain returned {type_name(type(decision))}, "
+                    "not Allow, Deny or Ask"
                 ),
             )
             return
         for guard in self._guards.items:
             try:
                 verdict = guard(run)
-            except Exception as error:
-                self._finish(run, failure_from_exception(error))
+            except BaseException as error:
+                failure = _stage_failure(run, error)
+                if failure is None:
+                    raise
+                self._finish(run, failure)
                 return
             if verdict is not None:
                 run._result = _denied(safe_str(verdict))
                 run._denied = True
                 return
         if caller._aborted:
-            self._finish(run, aborted_result(body_invoked=False))
+            # contract §5.4: cancelled before dispatch, and still through post-execute.
+            run._result = aborted_result(body_invoked=False)
 
     async def _ask(self, run: Run, reason: object) -> PreDecision:
+        """Ask the approval service; a fixed outcome is left in ``run._result``."""
         reason = None if reason is None else safe_str(reason)
         service = self._approval
         if service is None:
@@ -482,8 +420,11 @@ class ToolRegistry:
         try:
             # An untyped service may answer anything (cast: keep pyright from narrowing).
             answer = cast("object", await service.request(request))
-        except Exception as error:
-            self._finish(run, failure_from_exception(error))
+        except BaseException as error:
+            failure = _stage_failure(run, error)
+            if failure is None:
+                raise
+            self._finish(run, failure)
             return _ALLOW
         # Compare only exact strings: a hostile object's __eq__ could raise.
         text = answer if type(answer) is str else None
@@ -495,7 +436,8 @@ class ToolRegistry:
             return Deny("approval unavailable")
         if text == "cancelled":
             if run._caller_signal._aborted:
-                self._finish(run, aborted_result(body_invoked=False))
+                # contract §5.4: cancelled before dispatch, and still through post-execute.
+                run._result = aborted_result(body_invoked=False)
                 return _ALLOW
             return Deny("approval cancelled")
         self._finish(
@@ -507,30 +449,34 @@ class ToolRegistry:
         return _ALLOW
 
     async def _dispatch(self, run: Run) -> None:
-        wrappers = self._wrappers.items
-        if not wrappers:
-            self._dispatched(run, await self._invoke_body(run))
-            return
-        view = DispatchView(run)
+        chain = Chain(
+            self._wrappers.items,
+            (DispatchView(run),),
+            lambda: self._invoke_body(run),
+            "around-dispatch wrapper",
+        )
         try:
-            result: object = await _chain(wrappers, (view,), lambda: self._invoke_body(run))()
-        except Exception as error:
-            self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
+            result: object = await chain.start()
+        except BaseException as error:
+            failure = _stage_failure(run, error, run._contexts)
+            if failure is None:
+                raise
+            self._finish(run, failure)
             return
         finally:
+            chain.close()
             # The seed's rule: restore the caller's signal unconditionally.
             run._signal = run._caller_signal
         if type(result) not in _RESULT_TYPES:
             self._finish(
                 run,
                 ToolFailure.from_message(
-                    f"around-dispatch wrapper returned {type(result).__name__}, not a ToolResult",
+                    f"around-dispatch wrapper returned {type_name(type(result))}, not a ToolResult",
                     additional_contexts=run._contexts,
                 ),
             )
             return
-        assert isinstance(result, _RESULT_TYPES)
-        self._dispatched(run, result)
+        self._dispatched(run, cast("ToolResult", result))
 
     @staticmethod
     def _dispatched(run: Run, result: ToolResult) -> None:
@@ -551,7 +497,7 @@ class ToolRegistry:
             return aborted_result(body_invoked=False)
         if type(handed) is not AbortSignal:
             return ToolFailure.from_message(
-                f"around-dispatch wrapper set exec.signal to {type(handed).__name__}, "
+                f"around-dispatch wrapper set exec.signal to {type_name(type(handed))}, "
                 "not an AbortSignal"
             )
         if handed._aborted:
@@ -562,13 +508,15 @@ class ToolRegistry:
         result: ToolResult
         # The body's signal is a registry-owned fusion: host cancellation aborts it, so
         # whatever the body handed its signal to (a thread, nested work) hears of it
-        # (SPEC §5, host cancellation). The caller's signal itself is never aborted.
+        # (contract §5, host cancellation). The caller's signal itself is never aborted.
         with fuse_owned(caller, handed) as fused:
-            run._host = fused.signal
-            run._signal = fused.signal
+            body_signal = fused.signal
+            run._host = body_signal
+            run._signal = body_signal
             run._in_body = True
-            # SPEC §5.6: "body invoked" is recorded immediately before the body is called;
-            # argument validation is part of the body call.
+            # contract §5.6: "body invoked" is recorded immediately before the body is
+            # called; argument validation is part of the body call. A sync body's thread
+            # job that never started clears it again (see _threads).
             run._body_invoked = True
             try:
                 args = definition.parse_arguments(run._arguments)
@@ -583,24 +531,23 @@ class ToolRegistry:
                     ) from None
                 result = materialized_success(value, definition.render(args, value))
             except Exception as error:
-                # Re-read through the property: mypy would keep the narrowing of
-                # ``caller._aborted`` from before the await.
-                if caller.aborted and (
-                    isinstance(error, AbortError)
-                    or error is caller._reason
-                    or error is fused.signal._reason
-                ):
-                    # The body stopped because it was told to: that is the cancellation
-                    # outcome, not a tool failure.
-                    result = aborted_result(body_invoked=True)
-                else:
-                    result = failure_from_exception(error)
-            except BaseException:
-                abort_owned(fused.signal, AbortError("the call was cancelled by its host"))
-                raise
+                result = _body_failure(run, error, body_signal)
+            except BaseException as error:
+                if not _is_abort_reason(run, error, body_signal):
+                    # The host cancelled the call (or an interrupt): tell the body's
+                    # signal, keep a failure the thread body already raised, re-raise.
+                    abort_for_host(body_signal)
+                    thrown = run._thread_error
+                    if thrown is not None:
+                        run._body_result = _body_failure(run, thrown, body_signal)
+                    raise
+                # contract §5: a caller's BaseException reason, raised by the body that
+                # was told to stop, is a reason like any other.
+                result = _body_failure(run, error, body_signal)
             finally:
                 run._in_body = False
                 run._signal = handed
+        # Re-read through the property: mypy keeps the narrowing from before the await.
         if not result.is_error and caller.aborted:
             result = aborted_result(body_invoked=True)
         run._body_result = result
@@ -610,17 +557,18 @@ class ToolRegistry:
         dispatched = run._result
         assert dispatched is not None
         result = dispatched
-        post = self._post.items
-        if post:
-            try:
-                decision: object = await _chain(post, (run, dispatched), _default_post)()
-                result = self._apply_post(result, decision, denied=run._denied)
-            except Exception as error:
-                self._finish(
-                    run,
-                    failure_from_exception(error, additional_contexts=result.additional_contexts),
-                )
-                return
+        chain = Chain(self._post.items, (run, dispatched), _default_post, "post-execute listener")
+        try:
+            decision: object = await chain.start()
+            result = self._apply_post(result, decision, denied=run._denied)
+        except BaseException as error:
+            failure = _stage_failure(run, error, result.additional_contexts)
+            if failure is None:
+                raise
+            self._finish(run, failure)
+            return
+        finally:
+            chain.close()
         if not result.is_error and run._caller_signal._aborted:
             result = aborted_result(
                 body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
@@ -641,44 +589,45 @@ class ToolRegistry:
     def _apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolResult:
         kind = type(decision)
         if kind is Accept:
-            assert isinstance(decision, Accept)
-            if decision.content is None and not decision.additional_contexts:
+            accept = cast("Accept", decision)
+            if accept.content is None and not accept.additional_contexts:
                 return result  # a plain Accept() changes nothing
-            contexts = (*result.additional_contexts, *decision.additional_contexts)
-            if decision.content is None:
+            contexts = (*result.additional_contexts, *accept.additional_contexts)
+            if accept.content is None:
                 return _with_contexts(result, contexts)
-            return replace(result, content=decision.content, additional_contexts=contexts)
+            return replace(result, content=accept.content, additional_contexts=contexts)
         if kind is ReplaceValue:
-            assert isinstance(decision, ReplaceValue)
+            replacement = cast("ReplaceValue", decision)
+            contexts = (*result.additional_contexts, *replacement.additional_contexts)
             if denied:
-                # SPEC §5: nothing after a denial can turn it back into permission.
-                logger.warning("post-execute ReplaceValue ignored: the call was denied")
-                return _with_contexts(
-                    result, (*result.additional_contexts, *decision.additional_contexts)
-                )
+                # contract §5: nothing after a denial can turn it back into permission.
+                _log(logging.WARNING, "post-execute ReplaceValue ignored: the call was denied")
+                return _with_contexts(result, contexts)
+            # Frozen first, so the default content renders the checked snapshot.
+            try:
+                value = materialize(replacement.value)
+            except MaterializationError as error:
+                raise ValueError(
+                    f"ReplaceValue.value must be losslessly JSON-serializable ({error})"
+                ) from None
             return ToolSuccess(
-                value=decision.value,
-                content=render_value(decision.value),
-                additional_contexts=(
-                    *result.additional_contexts,
-                    *decision.additional_contexts,
-                ),
+                value=value, content=render_value(value), additional_contexts=contexts
             )
         if kind is Block:
-            assert isinstance(decision, Block)
+            block = cast("Block", decision)
             return ToolFailure.from_message(
-                safe_str(decision.feedback),
-                additional_contexts=(*result.additional_contexts, *decision.additional_contexts),
+                safe_str(block.feedback),
+                additional_contexts=(*result.additional_contexts, *block.additional_contexts),
             )
         raise TypeError(
-            f"post-execute chain returned {kind.__name__}, not Accept, ReplaceValue or Block"
+            f"post-execute chain returned {type_name(kind)}, not Accept, ReplaceValue or Block"
         )
 
     def _settle_interrupted(self, run: Run) -> None:
         """Publish the one result of a call whose awaiting task was cancelled by its host.
 
         A failure already established — the call's result, or the body's own failure that
-        a wrapper was still holding — stays (SPEC §5: cancellation never replaces a
+        a wrapper was still holding — stays (contract §5: cancellation never replaces a
         failure); otherwise the call is `ABORTED` or `ABORTED_BEFORE_DISPATCH`.
         """
         run._in_body = False
@@ -686,7 +635,7 @@ class ToolRegistry:
         result = run._result
         if result is None:
             body = run._body_result
-            if isinstance(body, ToolFailure) and body.code not in _CANCELLATION_CODES:
+            if type(body) is ToolFailure and body.code not in _CANCELLATION_CODES:
                 self._finish(run, _with_contexts(body, (*run._contexts, *body.additional_contexts)))
             else:
                 self._finish(
@@ -703,11 +652,20 @@ class ToolRegistry:
                     additional_contexts=result.additional_contexts,
                 ),
             )
+        else:
+            run._final = True
         self._publish(run)
 
     def _publish(self, run: Run) -> ToolResult:
+        """Finalize the content, then hand the one result to every observer.
+
+        Nothing here may cost the call its result: a finalizer's exception becomes the
+        result; an observer's is logged. A ``KeyboardInterrupt`` or ``SystemExit`` (from
+        either) is raised only after every observer has seen the result.
+        """
         result = run._result
         assert result is not None
+        interrupt: BaseException | None = None
         finalizer = run._finalizer
         if finalizer is not None:
             try:
@@ -718,13 +676,103 @@ class ToolRegistry:
                 result = failure_from_exception(
                     error, additional_contexts=result.additional_contexts
                 )
+            except BaseException as error:
+                interrupt = error
+                result = failure_from_exception(
+                    error, additional_contexts=result.additional_contexts
+                )
         run._result = result
         for observer in self._observers.items:
             try:
                 observer(run, result)
-            except Exception:
-                logger.exception("result observer %r raised; contained", observer)
+            except Exception as error:
+                _log(logging.ERROR, "result observer %r raised; contained", observer, error)
+            except BaseException as error:
+                interrupt = interrupt or error
+        if interrupt is not None:
+            raise interrupt
         return result
 
     def __repr__(self) -> str:
         return f"<ToolRegistry tools={list(self._tools)!r}>"
+
+
+def _text_fields(input: ToolExecutionInput) -> tuple[str, str, str, str | None]:
+    """``call_id``, ``name`` and the resolved ``root_call_id`` as exact strings.
+
+    A ``str`` subclass is copied into a plain ``str`` (its ``__hash__``, ``__eq__`` or
+    ``__bool__`` may raise, and views promise ``str``). An untyped caller's non-``str``
+    value becomes a placeholder, and the fourth item says what was wrong: the call then
+    ends in one failure.
+    """
+    problems: list[str] = []
+
+    def text(field: str, value: object) -> str:
+        exact = exact_str(value)
+        if exact is not None:
+            return exact
+        problems.append(f"ToolExecutionInput.{field} must be a str, got {type_name(type(value))}")
+        return f"<{type_name(type(value))}>"
+
+    call_id = text("call_id", input.call_id)
+    name = text("name", input.name)
+    raw_root = input.root_call_id
+    root = call_id if raw_root is None else text("root_call_id", raw_root) or call_id
+    return call_id, name, root, "; ".join(problems) or None
+
+
+def _is_abort_reason(run: Run, error: BaseException, body_signal: AbortSignal) -> bool:
+    """Whether ``error`` is the body stopping because it was told to (the caller aborted).
+
+    Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
+    exception can make raise.
+    """
+    caller = run._caller_signal
+    return caller._aborted and (
+        issubclass(type(error), AbortError)
+        or error is caller._reason
+        or error is body_signal._reason
+    )
+
+
+def _body_failure(run: Run, error: BaseException, body_signal: AbortSignal) -> ToolFailure:
+    """The body's exception as its outcome: cancellation when it was told to stop."""
+    if _is_abort_reason(run, error, body_signal):
+        if error is run._caller_signal._reason or error is body_signal._reason:
+            # One shared reason raised by many bodies must not keep their frames alive.
+            error.__traceback__ = None
+        return aborted_result(body_invoked=run._body_invoked)
+    return failure_from_exception(error)
+
+
+def _stage_failure(
+    run: Run, error: BaseException, contexts: Sequence[JsonValue] = ()
+) -> ToolFailure | None:
+    """The final failure for what a stage raised; ``None`` for what must propagate.
+
+    An `Exception` is the stage's failure (contract §5). So is the caller's own abort
+    reason when it is a `BaseException` (``KeyboardInterrupt``, a cancellation) that a
+    stage re-raised: a reason never escapes `execute`. Anything else — the host's
+    cancellation, a real interrupt — propagates.
+    """
+    if not issubclass(type(error), Exception):
+        caller = run._caller_signal
+        if not (caller._aborted and error is caller._reason):
+            return None
+        error.__traceback__ = None
+        error = AbortError(error)
+    return failure_from_exception(error, additional_contexts=contexts)
+
+
+def _log(level: int, message: str, *args: object) -> None:
+    """Log without ever raising: a hostile exception must not break the handler's caller.
+
+    The last argument, when it is an exception, is logged as ``exc_info``.
+    """
+    exc_info: BaseException | None = None
+    last = args[-1] if args else None
+    if isinstance(last, BaseException):
+        exc_info = last
+        args = args[:-1]
+    with contextlib.suppress(Exception):
+        logger.log(level, message, *args, exc_info=exc_info)

@@ -6,7 +6,6 @@ frozen snapshot when the result is built, so what one observer sees no stage can
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, cast, final
@@ -15,7 +14,9 @@ from ._errors import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
     ToolError,
+    exact_str,
     safe_str,
+    type_name,
 )
 from ._json import (
     FrozenDict,
@@ -23,6 +24,7 @@ from ._json import (
     MaterializationError,
     _fill_dict,
     _new_frozen_dict,
+    dumps,
     materialize,
 )
 
@@ -288,26 +290,29 @@ def text_block(text: str) -> ContentBlock:
 
 
 def render_value(value: JsonValue) -> tuple[ContentBlock, ...]:
-    """The default content for a value: the text itself, or its JSON."""
-    if isinstance(value, str):
+    """The default content for a value: the text itself, or its JSON (at any depth)."""
+    if type(value) is str:
         return text_content(value)
-    return text_content(json.dumps(value, ensure_ascii=False))
+    return text_content(dumps(value))
 
 
 def describe_exception(error: BaseException) -> str:
-    """The message of an exception, never raising and never empty."""
-    try:
-        # safe_str even for a ToolError: a hostile subclass may set a non-str message,
-        # or make `message` a property that raises.
-        text = safe_str(error.message) if isinstance(error, ToolError) else safe_str(error)
-    except Exception:
+    """The message of an exception as an exact ``str``, never raising and never empty.
+
+    Only ``type(error)`` is trusted: ``isinstance`` would consult ``error.__class__``,
+    which a hostile exception can make raise.
+    """
+    text = ""
+    if issubclass(type(error), ToolError):
+        try:
+            # safe_str even for a ToolError: a hostile subclass may set a non-str message,
+            # or make `message` a property that raises.
+            text = safe_str(cast("ToolError", error).message)
+        except Exception:
+            text = ""
+    if not text:
         text = safe_str(error)
-    if text:
-        return text
-    try:
-        return type(error).__name__
-    except Exception:  # pragma: no cover - hostile metaclass
-        return "error"
+    return text or type_name(type(error))
 
 
 def failure_from_exception(
@@ -316,17 +321,24 @@ def failure_from_exception(
     """Normalize an exception into a failure; never raises.
 
     A `ToolError` surfaces ``ErrorInfo(type name, code)``; any other exception only its
-    message (and so does a `ToolError` whose ``code`` cannot be read).
+    message (and so does a `ToolError` whose ``code`` cannot be read as a string).
     """
     info: ErrorInfo | None = None
-    if isinstance(error, ToolError):
+    kind = type(error)
+    if issubclass(kind, ToolError):
         try:
-            info = ErrorInfo(type(error).__name__, safe_str(error.code))
+            # An untyped subclass may leave `code` unset or set it to anything.
+            raw = cast("object", cast("ToolError", error).code)
+            code = None if raw is None else (exact_str(raw) or safe_str(raw))
         except Exception:
-            info = None
-    return ToolFailure.from_message(
-        describe_exception(error), info=info, additional_contexts=additional_contexts
-    )
+            code = None
+        if code is not None:
+            info = ErrorInfo(type_name(kind), code)
+    message = describe_exception(error)
+    try:
+        return ToolFailure.from_message(message, info=info, additional_contexts=additional_contexts)
+    except Exception:  # pragma: no cover - contexts come frozen from the registry
+        return ToolFailure.from_message(message, info=info)
 
 
 _ABORTED_MESSAGES: Mapping[str, str] = {

@@ -47,6 +47,7 @@ class Run:
         "_result",
         "_root_call_id",
         "_signal",
+        "_thread_error",
         "_token",
     )
 
@@ -81,6 +82,8 @@ class Run:
         self._body_result: ToolResult | None = None
         # Aborted by the registry when the host cancels the call while the body runs.
         self._host: AbortSignal | None = None
+        # What a thread body raised when the host cancellation reached us first.
+        self._thread_error: BaseException | None = None
         self._in_body = False
         self._final = False
         self._denied = False

@@ -40,7 +40,11 @@ class ExecutionToken:
     `ToolExecutionInput.parent`. It has no public constructor.
     """
 
-    __slots__ = ("__weakref__",)
+    # ``_thread_level``: how many synchronous bodies are running (blocked in their threads)
+    # above this execution; nested sync calls queue for that level's thread limiter.
+    __slots__ = ("__weakref__", "_thread_level")
+
+    _thread_level: int
 
     if TYPE_CHECKING:
 
@@ -56,10 +60,12 @@ class ExecutionToken:
         return f"<ExecutionToken at {id(self):#x}>"
 
 
-def mint_token() -> ExecutionToken:
-    """A fresh token (registry-internal)."""
-    # The token has no state: skip the guarding __init__.
-    return object.__new__(ExecutionToken)
+def mint_token(parent: object) -> ExecutionToken:
+    """A fresh token for a call whose input names ``parent`` (registry-internal)."""
+    # Skip the guarding __init__. A nested call inherits its parent's thread level.
+    token = object.__new__(ExecutionToken)
+    token._thread_level = parent._thread_level if type(parent) is ExecutionToken else 0
+    return token
 
 
 @final

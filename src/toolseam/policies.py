@@ -30,6 +30,11 @@ async def _expire(deadline: AbortController, reason: ToolTimeoutError, seconds: 
     deadline.abort(reason)
 
 
+def _timeout_message(seconds: float) -> str:
+    # contract §7: the timeout as Python's repr of the float (5.0s, 0.1234567s).
+    return f"tool call timed out after {seconds!r}s"
+
+
 def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
     """An around-dispatch wrapper that gives each tool with a ``timeout`` its own deadline.
 
@@ -53,7 +58,7 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
         upstream = exec.signal
         deadline = AbortController()
         # The identity of this reason is how the policy recognizes its own abort.
-        reason = ToolTimeoutError(f"tool call timed out after {seconds:g}s")
+        reason = ToolTimeoutError(_timeout_message(seconds))
         result: ToolResult | None = None
         failure: Exception | None = None
         with fuse(upstream, deadline.signal) as fused:
