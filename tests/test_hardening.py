@@ -49,7 +49,8 @@ from toolseam import (
     nested_input,
     run_tool_calls,
 )
-from toolseam.policies import _timeout_message, timeout_policy
+from toolseam._timeouts import timeout_message as _timeout_message
+from toolseam.policies import timeout_policy
 
 DEPTH = 100_000
 

@@ -56,6 +56,7 @@ from ._stages import (
     ResultObserver,
 )
 from ._threads import abort_for_host
+from ._timeouts import Deadline
 from ._views import ToolExecutionInput, mint_token
 
 __all__ = ["ToolRegistry"]
@@ -96,15 +97,41 @@ class ToolRegistry:
     Args:
         approval: Decides calls a pre-execute listener answers with `Ask`. Without one,
             `Ask` is a denial.
+        timeouts: Enforce each tool's ``timeout`` (the default), as if
+            `toolseam.policies.timeout_policy` were the innermost around-dispatch wrapper.
+            Registering ``timeout_policy(registry)`` yourself places it where you register
+            it instead; a call's timeout is never enforced twice. ``False`` leaves
+            timeouts to you.
 
     Registration methods are meant for setup; they are safe to call while calls run (each
     call snapshots the listeners it uses) but not from several threads at once.
     """
 
-    __slots__ = ("_approval", "_guards", "_observers", "_post", "_pre", "_tools", "_wrappers")
+    __slots__ = (
+        "_approval",
+        "_epoch",
+        "_guards",
+        "_idle_waiters",
+        "_in_flight",
+        "_observers",
+        "_post",
+        "_pre",
+        "_timeouts",
+        "_tools",
+        "_wrappers",
+    )
 
-    def __init__(self, approval: ApprovalService | None = None) -> None:
+    def __init__(self, approval: ApprovalService | None = None, *, timeouts: bool = True) -> None:
+        given = cast("object", timeouts)  # checked at runtime too: untyped callers
+        if type(given) is not bool:
+            raise TypeError(f"ToolRegistry(timeouts=...) must be a bool, got {given!r}")
         self._approval = approval
+        self._timeouts = timeouts
+        # wait_idle(): calls in flight per generation; a wait_idle() call starts a new one
+        # and waits for every older generation to drain.
+        self._epoch = 0
+        self._in_flight: dict[int, int] = {0: 0}
+        self._idle_waiters: list[tuple[int, anyio.Event]] = []
         self._tools: dict[str, ToolDefinition[Any, Any]] = {}
         self._pre: Listeners[PreExecuteListener] = Listeners("pre-execute listener")
         self._wrappers: Listeners[AroundDispatch] = Listeners("around-dispatch wrapper")
@@ -208,6 +235,46 @@ class ToolRegistry:
         return "parallel" if safe is True else "exclusive"
 
     # -- execution ---------------------------------------------------------------------
+
+    async def wait_idle(self) -> None:
+        """Return once every call started so far has published its one result.
+
+        For hosts that cancel a task running `execute` and do not wait for it (the call
+        still finishes: its body is aborted and awaited, a thread body included, before
+        the result is published), and for shutdown. Calls started after this method was
+        called are not waited for. Always reaches a checkpoint.
+        """
+        target = self._epoch
+        self._epoch = target + 1
+        in_flight = self._in_flight
+        in_flight[target + 1] = 0
+        for epoch in [epoch for epoch, count in in_flight.items() if not count]:
+            if epoch <= target:
+                del in_flight[epoch]  # an older generation with nothing in flight
+        if self._drained(target):
+            await anyio.lowlevel.checkpoint()
+            return
+        event = anyio.Event()
+        self._idle_waiters.append((target, event))
+        await event.wait()
+
+    def _drained(self, target: int) -> bool:
+        return not any(count for epoch, count in self._in_flight.items() if epoch <= target)
+
+    def _left(self, run: Run) -> None:
+        """A call has published its result: wake the wait_idle() calls it was holding."""
+        epoch = run._epoch
+        in_flight = self._in_flight
+        count = in_flight[epoch] - 1
+        if count or epoch == self._epoch:
+            in_flight[epoch] = count
+            return
+        del in_flight[epoch]
+        waiters = self._idle_waiters
+        for waiter in list(waiters):
+            if self._drained(waiter[0]):
+                waiters.remove(waiter)
+                waiter[1].set()
 
     async def execute(self, input: ToolExecutionInput) -> ToolResult:
         """Run one call through the pipeline and return its one published result.
@@ -315,7 +382,7 @@ class ToolRegistry:
     ) -> Run:
         # contract §5.1: the definition visible *now* supplies finalize_content.
         definition = self._tools.get(name)
-        return Run(
+        run = Run(
             token=mint_token(input.parent),
             call_id=call_id,
             root_call_id=root_call_id,
@@ -325,6 +392,10 @@ class ToolRegistry:
             signal=signal,
             finalizer=None if definition is None else definition.finalize_content,
         )
+        epoch = self._epoch
+        run._epoch = epoch
+        self._in_flight[epoch] += 1
+        return run
 
     def _start(self, input: ToolExecutionInput) -> Run:
         # contract §5.1: read every input field exactly once.
@@ -506,10 +577,18 @@ class ToolRegistry:
         if definition is None:
             return failure_from_exception(ToolNotFoundError(run._name))
         result: ToolResult
+        deadline: Deadline | None = None
+        if self._timeouts and not run._timeout_owned:
+            seconds = definition.timeout
+            if seconds is not None:
+                # contract §5: as if timeout_policy were the innermost wrapper.
+                run._timeout_owned = True
+                deadline = Deadline(seconds)
         # The body's signal is a registry-owned fusion: host cancellation aborts it, so
         # whatever the body handed its signal to (a thread, nested work) hears of it
         # (contract §5, host cancellation). The caller's signal itself is never aborted.
-        with fuse_owned(caller, handed) as fused:
+        sources = (caller, handed) if deadline is None else (caller, handed, deadline.signal)
+        with fuse_owned(*sources) as fused:
             body_signal = fused.signal
             run._host = body_signal
             run._signal = body_signal
@@ -535,10 +614,12 @@ class ToolRegistry:
             except BaseException as error:
                 if not _is_abort_reason(run, error, body_signal):
                     # The host cancelled the call (or an interrupt): tell the body's
-                    # signal, keep a failure the thread body already raised, re-raise.
+                    # signal, keep a failure already established, re-raise.
+                    if deadline is not None and deadline.owns(body_signal):
+                        run._body_result = deadline.timed_out(aborted_result(body_invoked=True))
                     abort_for_host(body_signal)
                     thrown = run._thread_error
-                    if thrown is not None:
+                    if thrown is not None and run._body_result is None:
                         run._body_result = _body_failure(run, thrown, body_signal)
                     raise
                 # contract §5: a caller's BaseException reason, raised by the body that
@@ -547,6 +628,10 @@ class ToolRegistry:
             finally:
                 run._in_body = False
                 run._signal = handed
+                if deadline is not None:
+                    deadline.cancel()
+        if deadline is not None and deadline.owns(body_signal):
+            result = deadline.timed_out(result)
         # Re-read through the property: mypy keeps the narrowing from before the await.
         if not result.is_error and caller.aborted:
             result = aborted_result(body_invoked=True)
@@ -682,13 +767,16 @@ class ToolRegistry:
                     error, additional_contexts=result.additional_contexts
                 )
         run._result = result
-        for observer in self._observers.items:
-            try:
-                observer(run, result)
-            except Exception as error:
-                _log(logging.ERROR, "result observer %r raised; contained", observer, error)
-            except BaseException as error:
-                interrupt = interrupt or error
+        try:
+            for observer in self._observers.items:
+                try:
+                    observer(run, result)
+                except Exception as error:
+                    _log(logging.ERROR, "result observer %r raised; contained", observer, error)
+                except BaseException as error:
+                    interrupt = interrupt or error
+        finally:
+            self._left(run)
         if interrupt is not None:
             raise interrupt
         return result

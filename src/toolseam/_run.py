@@ -38,6 +38,7 @@ class Run:
         "_caller_signal",
         "_contexts",
         "_denied",
+        "_epoch",
         "_final",
         "_finalizer",
         "_host",
@@ -48,6 +49,7 @@ class Run:
         "_root_call_id",
         "_signal",
         "_thread_error",
+        "_timeout_owned",
         "_token",
     )
 
@@ -85,6 +87,10 @@ class Run:
         # What a thread body raised when the host cancellation reached us first.
         self._thread_error: BaseException | None = None
         self._in_body = False
+        # Set by the first timeout policy that enforces this call's timeout.
+        self._timeout_owned = False
+        # The registry's wait_idle() generation this call started in.
+        self._epoch = 0
         self._final = False
         self._denied = False
         self._result = None

@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-
-import anyio
-
-from ._errors import ToolTimeoutError
 from ._registry import ToolRegistry
-from ._results import ErrorInfo, ToolFailure, ToolResult
-from ._signals import AbortController, fuse
+from ._results import ToolResult
+from ._run import DispatchView
+from ._signals import fuse
 from ._stages import AroundDispatch, Next
+from ._timeouts import Deadline
 from ._views import ToolDispatchExecution
 
 __all__ = ["timeout_policy"]
-
-_TIMEOUT_INFO = ErrorInfo("ToolTimeoutError", "TOOL_TIMEOUT")
-_logger = logging.getLogger("toolseam")
-
-
-async def _expire(deadline: AbortController, reason: ToolTimeoutError, seconds: float) -> None:
-    # Never raises: a failing timer would make its task group cancel the delegation.
-    try:
-        await anyio.sleep(seconds)
-    except anyio.get_cancelled_exc_class():
-        raise
-    except Exception:  # pragma: no cover - register() validates timeouts
-        _logger.exception("timeout timer failed; the deadline fires now")
-    deadline.abort(reason)
-
-
-def _timeout_message(seconds: float) -> str:
-    # contract §7: the timeout as Python's repr of the float (5.0s, 0.1234567s).
-    return f"tool call timed out after {seconds!r}s"
 
 
 def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
@@ -41,10 +19,15 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
     For such a tool it replaces ``exec.signal`` with a fusion of the upstream signal and its
     own deadline, delegates, and restores the upstream signal. Only when *its own* deadline
     was the first abort does it replace the result with `TOOL_TIMEOUT`
-    (``tool call timed out after <timeout>s``); a caller abort that came first stays
-    `ABORTED`. It never races the body: the deadline aborts the body's signal, and the
-    wrapper waits for the body to settle like every other stage. Tools without a timeout
-    are delegated untouched.
+    (``tool call timed out after <timeout>s``, the timeout as Python's ``repr`` of the
+    float); a caller abort that came first stays `ABORTED`. It never races the body: the
+    deadline aborts the body's signal, and the wrapper waits for the body to settle like
+    every other stage. Tools without a timeout are delegated untouched.
+
+    A `ToolRegistry` enforces timeouts by default as if this policy were its innermost
+    wrapper (``timeouts=True``); registering the policy yourself places it where you
+    register it instead. A call's timeout is enforced once: the first policy to see the
+    call owns it, and every later one (the registry's own included) delegates untouched.
 
     Args:
         registry: Where to look up each call's tool definition (and its ``timeout``).
@@ -55,38 +38,22 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
         seconds = None if definition is None else definition.timeout
         if seconds is None:
             return await next()
+        if type(exec) is DispatchView:
+            run = exec._run
+            if run._timeout_owned:
+                return await next()  # contract §5: never enforced twice
+            run._timeout_owned = True
         upstream = exec.signal
-        deadline = AbortController()
-        # The identity of this reason is how the policy recognizes its own abort.
-        reason = ToolTimeoutError(_timeout_message(seconds))
-        result: ToolResult | None = None
-        failure: Exception | None = None
+        deadline = Deadline(seconds)
         with fuse(upstream, deadline.signal) as fused:
             exec.signal = fused.signal
             try:
-                # The task group only hosts the timer. Its scope is cancelled after
-                # `next()` has returned, to stop the timer: the delegation itself is
-                # never cancelled or raced (SPEC §7).
-                async with anyio.create_task_group() as timer:
-                    timer.start_soon(_expire, deadline, reason, seconds)
-                    try:
-                        result = await next()
-                    except Exception as error:
-                        # Re-raised below, unwrapped: a task group would turn it into
-                        # an ExceptionGroup and lose its ErrorInfo.
-                        failure = error
-                    timer.cancel_scope.cancel()
+                result = await next()
             finally:
+                deadline.cancel()
                 exec.signal = upstream
-        if failure is not None:
-            raise failure
-        assert result is not None  # the timer's scope never swallows the delegation
-        if fused.signal.reason is not reason:
-            return result
-        return ToolFailure.from_message(
-            reason.message,
-            info=_TIMEOUT_INFO,
-            additional_contexts=result.additional_contexts,
-        )
+        if deadline.owns(fused.signal):
+            return deadline.timed_out(result)
+        return result
 
     return timeout_wrapper
