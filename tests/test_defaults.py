@@ -17,6 +17,7 @@ from toolseam import (
     AbortController,
     AbortSignal,
     Next,
+    ToolDefinition,
     ToolDispatchExecution,
     ToolFailure,
     ToolRegistry,
@@ -39,7 +40,9 @@ def _armed_timers() -> int:
     return sum(1 for handle in scheduled if not handle.cancelled())
 
 
-def _waiting_tool(timeout: float | None, timers: list[int], signals: list[AbortSignal]):  # type: ignore[no-untyped-def]  # noqa: ANN202
+def _waiting_tool(
+    timeout: float | None, timers: list[int], signals: list[AbortSignal]
+) -> ToolDefinition[TextArgs, str]:
     @define_tool(name="wait", description="", timeout=timeout)
     async def wait(args: TextArgs, exec: ToolRunContext) -> str:
         timers.append(_armed_timers())

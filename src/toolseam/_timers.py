@@ -84,7 +84,7 @@ class _TrioTimers:
     __slots__ = ("_heap", "_live", "_seq", "_trio", "_wake")
 
     def __init__(self) -> None:
-        import trio  # noqa: PLC0415 - trio is optional; only a trio run gets here
+        import trio  # optional: only a trio run gets here
 
         self._trio: Any = trio
         self._heap: list[_Entry] = []
