@@ -369,3 +369,76 @@ def test_readme_has_the_demo_and_test_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     last = [line for line in ci.splitlines() if line.strip() and not line.startswith("#")][-1]
     assert last in readme
+
+
+CONTRACT = ROOT / "docs" / "contract.md"
+# Where the repository's own words may live; the contract is cited from all of them.
+OWN_FILES = ("README.md", "CHANGELOG.md", "noxfile.py", "pyproject.toml")
+OWN_DIRS = ("src", "tests", "typetests", "stubs", "docs", "benchmarks")
+
+
+def _own_text_files() -> Iterator[Path]:
+    for name in OWN_FILES:
+        yield ROOT / name
+    for directory in OWN_DIRS:
+        for path in sorted((ROOT / directory).rglob("*")):
+            if path.is_file() and path.suffix in {".py", ".pyi", ".md", ".yml", ".ini", ".toml"}:
+                yield path
+
+
+def test_contract_names_every_public_name() -> None:
+    import toolseam
+    import toolseam.mypy_plugin
+    import toolseam.policies
+
+    text = CONTRACT.read_text(encoding="utf-8")
+    names = [
+        *toolseam.__all__,
+        *toolseam.policies.__all__,
+        *toolseam.mypy_plugin.__all__,
+        "toolseam.mypy_plugin",
+        "__version__",
+    ]
+    missing = [
+        name for name in names if not re.search(rf"`[^`\n]*\b{re.escape(name)}\b[^`\n]*`", text)
+    ]
+    assert missing == []
+
+
+def test_contract_sections_are_numbered_as_cited() -> None:
+    text = CONTRACT.read_text(encoding="utf-8")
+    assert re.findall(r"^## §(\d+) ", text, re.M) == [str(n) for n in range(1, 14)]
+    assert re.findall(r"^\*\*5\.(\d+) ", text, re.M) == [str(n) for n in range(1, 10)]
+    for subsection in (
+        "Order of one call",
+        "Cancellation classification and precedence",
+        "Quiescence",
+        "Host cancellation",
+        "Worker threads",
+    ):
+        assert f"\n### {subsection}\n" in text
+
+
+def test_every_citation_of_the_contract_names_a_section() -> None:
+    wrong = []
+    for path in _own_text_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for match in re.finditer(r"contract §(\d+)(?:\.(\d+))?", text):
+            section, step = int(match[1]), match[2]
+            if not 1 <= section <= 13 or (step is not None and (section, int(step)) > (5, 9)):
+                wrong.append(f"{path.relative_to(ROOT)}: {match[0]}")
+            elif step is not None and section != 5:
+                wrong.append(f"{path.relative_to(ROOT)}: {match[0]} (only §5 has numbered steps)")
+    assert wrong == []
+
+
+def test_nothing_refers_to_a_specification_outside_the_repository() -> None:
+    """The contract the repository cites is docs/contract.md; no other document is implied."""
+    word = re.compile(r"\b" + "SP" + r"EC\b")  # spelt apart so this file does not match itself
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in _own_text_files()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if word.search(line)
+    ]
+    assert found == []
