@@ -423,7 +423,7 @@ def test_every_citation_of_the_contract_names_a_section() -> None:
     wrong = []
     for path in _own_text_files():
         text = path.read_text(encoding="utf-8", errors="replace")
-        for match in re.finditer(r"contract §(\d+)(?:\.(\d+))?", text):
+        for match in re.finditer(r"contract §(\d+)(?:\.(\d+))?", text, re.IGNORECASE):
             section, step = int(match[1]), match[2]
             if not 1 <= section <= 13 or (step is not None and (section, int(step)) > (5, 9)):
                 wrong.append(f"{path.relative_to(ROOT)}: {match[0]}")
