@@ -442,3 +442,21 @@ def test_nothing_refers_to_a_specification_outside_the_repository() -> None:
         if word.search(line)
     ]
     assert found == []
+
+
+def test_console_transcripts_of_the_examples_match_what_they_promise() -> None:
+    """A ```console block that runs a docs/examples program shows exactly its promised output."""
+    programs = {
+        e.source.relative_to(ROOT).as_posix(): e for e in PROGRAMS if e.source.suffix == ".py"
+    }
+    checked = 0
+    for path in markdown_files():
+        text = path.read_text(encoding="utf-8")
+        for block in re.findall(r"^```console\n(.*?)^```", text, re.M | re.S):
+            command, *output = block.splitlines()
+            match = re.fullmatch(r"\$ python (docs/examples/\w+\.py)", command)
+            if match is None or match[1] not in programs:
+                continue
+            assert output == programs[match[1]].promised, f"{path.name}: {command}"
+            checked += 1
+    assert checked >= 1
