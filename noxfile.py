@@ -1,4 +1,4 @@
-"""Development sessions: ``nox`` runs tests, typetests and lint; ``nox -s bench`` is opt-in."""
+"""Development sessions: ``nox`` runs tests, typetests, lint and docs; ``-s bench`` is opt-in."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 # uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "typetests", "lint"]
+nox.options.sessions = ["tests", "typetests", "lint", "docs"]
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
@@ -86,6 +86,18 @@ def typetests(session: nox.Session) -> None:
     """
     session.install(".", *_group("typetest"))
     session.run("pytest", "typetests", *session.posargs)
+
+
+@nox.session(python=PYTHONS[0])
+def docs(session: nox.Session) -> None:
+    """Every Python example of README.md and docs/ runs and type-checks (docs/test_examples.py).
+
+    Each complete program runs on asyncio and trio and prints what its ``# ->`` comments
+    promise; all of them pass ``mypy --strict`` with ``toolseam.mypy_plugin`` and pyright in
+    strict mode (one process each); every ``<!-- fragment -->`` parses.
+    """
+    session.install(".", *_group("docs"))
+    session.run("pytest", "docs/test_examples.py", *session.posargs)
 
 
 @nox.session(python=PYTHONS[0])

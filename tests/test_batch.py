@@ -1,4 +1,4 @@
-"""SPEC §7: run_tool_calls, the batch executor of one model turn."""
+"""Contract §7: run_tool_calls, the batch executor of one model turn."""
 
 from __future__ import annotations
 

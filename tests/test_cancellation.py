@@ -1,4 +1,4 @@
-"""SPEC §5: cancellation classification and precedence, quiescence, host cancellation."""
+"""Contract §5: cancellation classification and precedence, quiescence, host cancellation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §6: define_tool."""
+"""Contract §6: define_tool."""
 
 from __future__ import annotations
 

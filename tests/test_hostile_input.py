@@ -1,4 +1,4 @@
-"""SPEC §8: bad input never crashes the registry and never loses a result."""
+"""Contract §8: bad input never crashes the registry and never loses a result."""
 
 from __future__ import annotations
 

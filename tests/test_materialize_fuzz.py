@@ -3,7 +3,7 @@
 Values mix JSON leaves with non-JSON ones (NaN, infinities, -0.0, bytes, sets, objects,
 huge ints, subclasses), tuples, unicode keys, non-str keys and shared references. The
 oracle is written independently of the materializer: ``_is_json`` decides by the rules of
-SPEC §5.2, and accepted values must equal ``json.loads(json.dumps(value))``.
+contract §5.2, and accepted values must equal ``json.loads(json.dumps(value))``.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ values = st.recursive(st.one_of(json_leaves, bad_leaves), _containers, max_leave
 
 
 def _is_json(value: object) -> bool:
-    """SPEC §5.2, written out plainly (values here are shallow: recursion is fine)."""
+    """Contract §5.2, written out plainly (values here are shallow: recursion is fine)."""
     kind = type(value)
     if value is None or kind in (bool, str):
         return True

@@ -1,4 +1,4 @@
-"""SPEC §7: nested dispatch forwards the outer call's signal explicitly."""
+"""Contract §7: nested dispatch forwards the outer call's signal explicitly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §5: the registry pipeline, one call in order."""
+"""Contract §5: the registry pipeline, one call in order."""
 
 from __future__ import annotations
 

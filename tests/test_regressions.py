@@ -1,4 +1,4 @@
-"""Regressions found by the contract review; each test names the SPEC clause it guards."""
+"""Regressions found by the contract review; each test names the contract clause it guards."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from toolseam.policies import timeout_policy
 
 
 async def test_host_cancel_aborts_the_signal_an_async_body_handed_out() -> None:
-    """SPEC §5 host cancellation: "aborts the body's fused signal (so ... nested work sees it)"."""
+    """Contract §5, host cancellation: the body's own signal is aborted; nested work hears."""
     registry = ToolRegistry()
     published = Published()
     registry.on_result(published)
@@ -63,7 +63,7 @@ async def test_host_cancel_aborts_the_signal_an_async_body_handed_out() -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_second_native_task_cancel_does_not_abandon_a_thread_body() -> None:
-    """SPEC §5 quiescence: a started thread body is awaited, even through repeated cancels."""
+    """Contract §5, quiescence: a started thread body is awaited, even through repeated cancels."""
     registry = ToolRegistry()
     published = Published()
     registry.on_result(published)
@@ -111,7 +111,7 @@ class HostileCode(ToolError):
 
 
 async def test_tool_error_with_a_raising_code_is_one_failure_not_a_fake_abort() -> None:
-    """SPEC §4: turning a thrown value into a message never raises."""
+    """Contract §4: turning a thrown value into a message never raises."""
     registry = ToolRegistry()
     published = Published()
     registry.on_result(published)
@@ -142,7 +142,7 @@ class Hostile:
 
 
 async def test_hostile_approval_answer_and_ask_reason_are_one_failure() -> None:
-    """SPEC §8: whatever an untyped stage does, exactly one published failure."""
+    """Contract §8: whatever an untyped stage does, exactly one published failure."""
 
     class Approver:
         async def request(self, request: ApprovalRequest, /) -> Any:
@@ -163,7 +163,7 @@ async def test_hostile_approval_answer_and_ask_reason_are_one_failure() -> None:
 
 
 async def test_timeout_policy_keeps_an_inner_tool_error_unwrapped() -> None:
-    """SPEC §4: a raised ToolError surfaces its ErrorInfo (not an ExceptionGroup)."""
+    """Contract §4: a raised ToolError surfaces its ErrorInfo (not an ExceptionGroup)."""
     registry = ToolRegistry()
 
     @define_tool(name="t", description="", timeout=60)
@@ -184,7 +184,7 @@ async def test_timeout_policy_keeps_an_inner_tool_error_unwrapped() -> None:
 
 @pytest.mark.parametrize("bad", [-1, math.nan, "5"])
 def test_register_rejects_a_hand_written_definition_with_a_bad_timeout(bad: object) -> None:
-    """SPEC §8: a bad timeout raises at setup, naming the tool."""
+    """Contract §8: a bad timeout raises at setup, naming the tool."""
 
     class Hand:
         name = "hand"
@@ -215,7 +215,7 @@ def test_register_rejects_a_hand_written_definition_with_a_bad_timeout(bad: obje
 
 
 async def test_host_cancel_keeps_a_body_failure_the_wrapper_still_holds() -> None:
-    """SPEC §5: cancellation never replaces a failure (a tool failure)."""
+    """Contract §5: cancellation never replaces a failure (a tool failure)."""
     registry = ToolRegistry()
     published = Published()
     registry.on_result(published)
@@ -242,7 +242,7 @@ async def test_host_cancel_keeps_a_body_failure_the_wrapper_still_holds() -> Non
 
 
 def test_a_listener_raising_base_exception_is_contained(caplog: pytest.LogCaptureFixture) -> None:
-    """SPEC §2: other listeners still run; abort() never raises because of a listener."""
+    """Contract §2: other listeners still run; abort() never raises because of a listener."""
     controller = AbortController()
     seen: list[str] = []
 
@@ -272,7 +272,7 @@ def test_keyboard_interrupt_in_a_listener_propagates_after_the_others_ran() -> N
 
 
 async def test_batch_reads_each_calls_mode_once() -> None:
-    """SPEC §7: the mode is read right before each call starts — once."""
+    """Contract §7: the mode is read right before each call starts — once."""
     registry = ToolRegistry()
     asked: list[str] = []
 

@@ -1,4 +1,4 @@
-"""SPEC §4: results, codes and error normalization."""
+"""Contract §4: results, codes and error normalization."""
 
 from __future__ import annotations
 

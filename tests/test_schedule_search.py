@@ -371,7 +371,7 @@ def check_invariants(
         # missing here because the stage that produced it never ran.
         base_origin = _origin(base.published[0])
         # An approval answer of "cancelled" means "because the caller aborted" when the
-        # caller did abort; only without an abort is it a denial (SPEC §5).
+        # caller did abort; only without an abort is it a denial (contract §5).
         cancelled_approval = base_origin == "approval" and scenario.approval == "cancelled"
         if base_origin not in (None, "finalize") and not cancelled_approval:
             assert base_origin not in run.ran or (base_origin == "body" and not run.body_started), (

@@ -1,4 +1,4 @@
-"""SPEC §2: AbortController, AbortSignal, fuse."""
+"""Contract §2: AbortController, AbortSignal, fuse."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §7: the timeout policy owns only its own deadline."""
+"""Contract §7: the timeout policy owns only its own deadline."""
 
 from __future__ import annotations
 

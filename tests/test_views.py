@@ -1,4 +1,4 @@
-"""SPEC §3: the execution views, enforced at runtime too."""
+"""Contract §3: the execution views, enforced at runtime too."""
 
 from __future__ import annotations
 

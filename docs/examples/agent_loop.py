@@ -104,9 +104,13 @@ async def main() -> None:
         await anyio.wait_all_tasks_blocked()  # both searches are in flight
         stop.abort("user pressed stop")
     for message in history[2:]:
-        print(f"{message['tool_call_id']}: dispatched={message['dispatched']} {message['content']}")
+        [block] = json.loads(message["content"])  # what the model will read
+        print(f"{message['tool_call_id']}: dispatched={message['dispatched']} {block['text']}")
+    # -> call_a: dispatched=True Error: tool call aborted
+    # -> call_b: dispatched=True Error: tool call aborted
+    # -> call_c: dispatched=False Error: tool call aborted before dispatch
     # The next request is accepted: every tool call has its result.
-    print(model.respond(history)["content"])
+    print(model.respond(history)["content"])  # -> Stopped as you asked.
 
 
 if __name__ == "__main__":

@@ -10,10 +10,13 @@ from typing_extensions import TypedDict
 
 from toolseam import (
     AbortController,
+    ToolExecution,
     ToolExecutionInput,
+    ToolFailure,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
+    ToolSuccess,
     define_tool,
     nested_input,
 )
@@ -53,17 +56,20 @@ async def crawl(args: CrawlArgs, exec: ToolRunContext) -> list[str]:
         for index, url in enumerate(args["urls"]):
             tg.start_soon(one, index, url)
     exec.signal.raise_if_aborted()
-    return [url for url, result in results.items() if not result.is_error]
+    return [url for url, result in results.items() if isinstance(result, ToolSuccess)]
+
+
+published: list[tuple[bool, str, str]] = []  # (nested?, call id, code), as published
+
+
+def record(exec: ToolExecution, result: ToolResult) -> None:
+    code = (result.code or "ERROR") if isinstance(result, ToolFailure) else "OK"
+    published.append((exec.parent is not None, exec.call_id, code))
 
 
 registry.register(fetch)
 registry.register(crawl)
-registry.on_result(
-    lambda exec, result: print(
-        f"{exec.call_id:<10} parent={'yes' if exec.parent else 'no ':<3} "
-        f"{result.error.info.code if result.is_error and result.error.info else 'OK'}"
-    )
-)
+registry.on_result(record)
 
 
 async def main() -> None:
@@ -78,6 +84,13 @@ async def main() -> None:
         tg.start_soon(registry.execute, call)
         await anyio.wait_all_tasks_blocked()  # three fetches are in flight
         stop.abort("user pressed stop")
+    # The nested calls publish in no fixed order: print them sorted, then the crawl itself.
+    for nested, call_id, code in sorted(published, key=lambda row: (not row[0], row[1])):
+        print(f"{call_id:<10} parent={'yes' if nested else 'no':<3} {code}")
+    # -> crawl-1/0  parent=yes ABORTED
+    # -> crawl-1/1  parent=yes ABORTED
+    # -> crawl-1/2  parent=yes ABORTED
+    # -> crawl-1    parent=no  ABORTED
 
 
 if __name__ == "__main__":
