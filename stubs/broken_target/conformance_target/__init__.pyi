@@ -21,6 +21,7 @@ INVALID_ARGS: Any
 INVALID_TOOL_OUTPUT: Any
 
 JsonValue: TypeAlias = Any
+ContentBlock: TypeAlias = Any
 
 class AbortSignal:
     # A public constructor, and a signal that aborts itself: any stage may cancel the call.
@@ -68,9 +69,9 @@ class ToolExecution(Protocol):
     def signal(self, value: AbortSignal | None) -> None: ...
     @signal.deleter
     def signal(self) -> None: ...
+    def defer_context(self, context: Any) -> None: ...  # any stage, any value
 
-class ToolRunContext(ToolExecution, Protocol):
-    def defer_context(self, context: Any) -> None: ...
+class ToolRunContext(ToolExecution, Protocol): ...
 
 class ToolDispatchExecution(ToolExecution, Protocol):
     @property
@@ -86,6 +87,8 @@ class ToolResult:  # one class for both outcomes: nothing to narrow
     value: Any
     error: Any
     content: Sequence[Mapping[str, Any]] = ()
+    meta: Any = None
+    additional_contexts: Any = ()
 
 ToolSuccess: TypeAlias = ToolResult
 ToolFailure: TypeAlias = ToolResult
@@ -105,7 +108,7 @@ PreDecision: TypeAlias = Any
 PostDecision: TypeAlias = Any
 Next: TypeAlias = Callable[[], Awaitable[T]]
 
-ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
+ApprovalAnswer: TypeAlias = str  # any answer at all
 
 @dataclass
 class ApprovalRequest:
@@ -116,7 +119,11 @@ class ApprovalRequest:
 class ToolDefinition(Protocol[ArgsT, ResultT]):
     @property
     def name(self) -> str: ...
-    async def run(self, args: ArgsT, exec: ToolRunContext, /) -> ResultT: ...
+    def run(self, args: ArgsT, exec: Any, /) -> Any: ...
+    def is_concurrency_safe(self, args: Any, /) -> object: ...
+
+class ToolDecorator:
+    def __call__(self, body: Callable[..., Any], /) -> ToolDefinition[Any, Any]: ...
 
 # Takes any callable and loses every inferred type.
 def define_tool(**options: Any) -> Callable[[Callable[..., Any]], ToolDefinition[Any, Any]]: ...
