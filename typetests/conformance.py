@@ -258,6 +258,16 @@ class Outcome:
         """Errors on exactly the expected lines."""
         return self.actual_lines == self.expected_lines
 
+    @property
+    def judged_by_message(self) -> bool:
+        """Whether the case pins this checker's messages (mypy's, without a difference)."""
+        return self.checker in (REFERENCE, "mypy") and self.checker not in self.case.differences
+
+    @property
+    def passes(self) -> bool:
+        """Errors on exactly the expected lines and, where the case pins them, messages."""
+        return self.ok and (not self.judged_by_message or self.still_reports_expected_errors())
+
     def still_reports_expected_errors(self) -> bool:
         """Whether every expected error is still reported (so the case cannot tell).
 
@@ -265,7 +275,7 @@ class Outcome:
         untyped decorator of a broken target, is not the expected one); for the others,
         which have no expected messages, an error on each expected line.
         """
-        if self.checker in (REFERENCE, "mypy") and self.checker not in self.case.differences:
+        if self.judged_by_message:
             return all(
                 any(expected.matches(d.line, d.message) for d in self.diagnostics)
                 for expected in self.case.expected_errors
@@ -313,14 +323,16 @@ def digest(*parts: object) -> str:
     return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:12]
 
 
-def _write_project(cases: Sequence[Case], workdir: Path) -> dict[str, Case]:
+def _write_project(
+    cases: Sequence[Case], workdir: Path, names: Sequence[str] | None = None
+) -> dict[str, Case]:
     """Write each case to ``<workdir>/cNNN/main.py``; map each folder name to its case."""
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     folders: dict[str, Case] = {}
     for index, case in enumerate(cases):
-        folder = f"c{index:03d}"
+        folder = f"c{index:03d}" if names is None else names[index]
         (workdir / folder).mkdir()
         (workdir / folder / "main.py").write_text(case.main, "utf8")
         folders[folder] = case
@@ -333,7 +345,7 @@ class Report:
 
     checker: str
     outcomes: Mapping[str, Outcome]
-    """The outcome per ``Case.key``."""
+    """The outcome per ``Case.key`` (per folder, for a batch of renamed copies)."""
     elsewhere: tuple[str, ...] = ()
     """Errors reported outside the cases (in the target, say), as ``path:line: message``."""
 
@@ -343,6 +355,8 @@ def _report(
     workdir: Path,
     folders: Mapping[str, Case],
     found: Iterable[tuple[str, Diagnostic]],
+    *,
+    by_folder: bool = False,
 ) -> Report:
     per_folder: dict[str, list[Diagnostic]] = {folder: [] for folder in folders}
     elsewhere: list[str] = []
@@ -355,7 +369,7 @@ def _report(
         else:
             elsewhere.append(f"{path}:{diagnostic.line}: {diagnostic.message}")
     outcomes = {
-        case.key: Outcome(case, checker, tuple(per_folder[folder]))
+        folder if by_folder else case.key: Outcome(case, checker, tuple(per_folder[folder]))
         for folder, case in folders.items()
     }
     return Report(checker, outcomes, tuple(elsewhere))
@@ -404,6 +418,10 @@ def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool
         *(f"{folder}/main.py" for folder in folders),
     ]
     output = _run(command, cwd=workdir, env=env)
+    return _report(REFERENCE if plugin else "mypy", workdir, folders, _mypy_errors(output))
+
+
+def _mypy_errors(output: str) -> list[tuple[str, Diagnostic]]:
     found: list[tuple[str, Diagnostic]] = []
     for line in output.splitlines():
         match = _MYPY_LINE.match(line)
@@ -413,7 +431,41 @@ def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool
             continue
         if match["severity"] == "error":
             found.append((match["path"], Diagnostic(int(match["line"]), match["msg"])))
-    return _report(REFERENCE if plugin else "mypy", workdir, folders, found)
+    return found
+
+
+def run_mypy_in_process(
+    cases: Sequence[Case], names: Sequence[str], workdir: Path, ini: Path, cache_key: object
+) -> Report:
+    """Type-check ``cases`` with mypy in this process (``mypy.api``), folders ``names``.
+
+    The outcomes are keyed by folder. ``ini`` is the whole configuration (its
+    ``mypy_path`` must be absolute); ``cache_key`` names the mypy cache to reuse.
+    """
+    from mypy import api
+
+    folders = _write_project(cases, workdir, names)
+    cache = cache_root() / f"inproc-mypy-{digest(ini.read_text('utf8'), cache_key, sys.version)}"
+    previous = Path.cwd()
+    os.chdir(workdir)
+    try:
+        stdout, stderr, status = api.run(
+            [
+                f"--config-file={ini}",
+                f"--cache-dir={cache}",
+                "--explicit-package-bases",
+                "--no-error-summary",
+                "--no-pretty",
+                "--hide-error-context",
+                "--show-error-codes",
+                *(f"{folder}/main.py" for folder in folders),
+            ]
+        )
+    finally:
+        os.chdir(previous)
+    if status > 1:
+        raise CheckerCrashedError(f"mypy exited {status}:\n{stdout}\n{stderr}")
+    return _report(REFERENCE, workdir, folders, _mypy_errors(stdout), by_folder=True)
 
 
 def pyright_config(target: Path) -> dict[str, object]:
@@ -432,9 +484,16 @@ def pyright_config(target: Path) -> dict[str, object]:
     }
 
 
-def run_pyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
-    """Type-check every case in one pyright process (``--outputjson``, strict mode)."""
-    folders = _write_project(cases, workdir)
+def run_pyright(
+    cases: Sequence[Case], target: Path, workdir: Path, *, folders: Sequence[str] | None = None
+) -> Report:
+    """Type-check every case in one pyright process (``--outputjson``, strict mode).
+
+    With ``folders``, each case is written to the folder of that name and the outcomes are
+    keyed by folder (a batch that checks one case against several targets).
+    """
+    names = folders
+    folders_map = _write_project(cases, workdir, names)
     (workdir / "pyrightconfig.json").write_text(json.dumps(pyright_config(target), indent=2))
     command = [
         sys.executable,
@@ -462,7 +521,7 @@ def run_pyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
         for item in report.get("generalDiagnostics", [])
         if item.get("severity") == "error"
     ]
-    return _report("pyright", workdir, folders, found)
+    return _report("pyright", workdir, folders_map, found, by_folder=names is not None)
 
 
 def run_pyrefly(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
