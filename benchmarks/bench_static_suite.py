@@ -1,6 +1,6 @@
 """Wall time of the static conformance suite (``nox -s typetests``), cold and warm.
 
-SPEC §9 asks for the whole static suite, both checkers, in well under a minute on 2 cores
+contract §9 asks for the whole static suite, both checkers, in well under a minute on 2 cores
 with a warm cache. This times ``python -m nox -s typetests`` twice:
 
 * **cold**: mypy's cache empty. The suite keeps its mypy cache under the system temporary
@@ -93,7 +93,7 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 
 
 def run(*, quick: bool = False) -> list[Check]:
-    label = f"static suite warm wall time (SPEC §9: well under {WARM_LIMIT:.0f} s)"
+    label = f"static suite warm wall time (contract §9: well under {WARM_LIMIT:.0f} s)"
     print("\n[e] static conformance suite: python -m nox -s typetests")
     if quick:
         print("  skipped (--quick)")

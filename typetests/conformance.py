@@ -17,14 +17,18 @@ in a ``differences:`` key, which pytest-mypy-plugins ignores::
         lines: [7]             # the lines this checker reports errors on instead
         reason: microsoft/pyright#6113, no narrowing on the truthiness of `is_error`
 
-Checker names: ``mypy`` (without the plugin), ``pyright``, ``pyrefly``, ``ty``. The
+Checker names: ``mypy`` (without the plugin), ``pyright``, ``basedpyright``, ``pyrefly``,
+``ty``. The
 reference, ``mypy+plugin``, never has differences: its truth is ``out:``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import configparser
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -32,7 +36,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -47,11 +52,13 @@ STUBS: Final = ROOT / "stubs"
 DEFAULT_TARGET: Final = STUBS / "default_target"
 BROKEN_TARGET: Final = STUBS / "broken_target"
 TARGET_ENV: Final = "TOOLSEAM_CONFORMANCE_TARGET"
+MYPY_CONFIG_ENV: Final = "TOOLSEAM_CONFORMANCE_MYPY_CONFIG"
+EXAMPLE_TARGET: Final = STUBS / "example_registry"
 MYPY_INI: Final = TYPETESTS / "mypy.ini"
 MYPY_NOPLUGIN_INI: Final = TYPETESTS / "mypy-noplugin.ini"
 
 REFERENCE: Final = "mypy+plugin"
-CHECKERS: Final = ("mypy+plugin", "pyright", "mypy", "pyrefly", "ty")
+CHECKERS: Final = ("mypy+plugin", "pyright", "mypy", "basedpyright", "pyrefly", "ty")
 """Every checker of the matrix, in column order."""
 GATING: Final = ("mypy+plugin", "pyright")
 """The checkers whose disagreement with a case fails CI."""
@@ -388,22 +395,145 @@ def _run(command: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = N
 _MYPY_LINE = re.compile(r"^(?P<path>[^:\s]+\.pyi?):(?P<line>\d+): (?P<severity>\w+): (?P<msg>.*)$")
 
 
-def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool = True) -> Report:
-    """Type-check every case in one mypy process (``typetests/mypy.ini``).
+def target_renames(target: Path) -> dict[str, str]:
+    """The target's renaming re-exports, ``{its name: the suite's name}``.
+
+    A registry maps its own types onto the suite's names (``from minireg import Call as
+    ToolExecution``); mypy's messages then name its types, and the suite reads them back
+    in the suite's names before comparing them with the messages a case pins.
+    """
+    for candidate in (
+        "conformance_target/__init__.pyi",
+        "conformance_target/__init__.py",
+        "conformance_target.pyi",
+        "conformance_target.py",
+    ):
+        path = target / candidate
+        if path.exists():
+            tree = ast.parse(path.read_text("utf8"))
+            return {
+                alias.name: alias.asname
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+                if alias.asname is not None and alias.asname != alias.name
+            }
+    return {}
+
+
+def message_renamer(renames: Mapping[str, str]) -> Callable[[str], str]:
+    """A function that reads a message of mypy's back in the suite's names."""
+    if not renames:
+        return lambda message: message
+    # One pass over every name at once (a target may swap two names), leaving the
+    # single-quoted literals of a message alone (``Literal['ABORTED']`` is a value).
+    names = "|".join(map(re.escape, sorted(renames, key=len, reverse=True)))
+    pattern = re.compile(rf"'[^']*'|\b({names})\b")
+    return lambda message: pattern.sub(
+        lambda match: renames[match[1]] if match[1] else match[0], message
+    )
+
+
+def mypy_config(target: Path, config: Path | None = None, *, plugin: bool = True) -> Path:
+    """The mypy configuration file for ``target``: the suite's, plus the registry's own.
+
+    The suite's settings (``typetests/mypy.ini``: strict, ``warn_unreachable``, the target on
+    ``mypy_path``, ``toolseam.mypy_plugin``) always hold. The registry's configuration —
+    ``config``, else a ``mypy.ini`` in the target folder, if any — adds to them: its other
+    ``[mypy]`` settings, its ``mypy_path`` entries and plugins, and its other sections,
+    ``[toolseam.mypy_plugin]`` (the plugin's ``views``) in particular. A pyproject.toml
+    (``[tool.mypy]``, ``[tool.toolseam.mypy_plugin]``) works too.
+
+    Returns:
+        A generated ini file (under `cache_root`) with absolute paths.
+    """
+    chosen = config if config is not None else target / "mypy.ini"
+    ours = configparser.ConfigParser()
+    ours.read(MYPY_INI if plugin else MYPY_NOPLUGIN_INI)
+    theirs = _read_config(chosen) if chosen.exists() else {}
+    merged: dict[str, dict[str, str]] = {name: dict(ours[name]) for name in ours.sections()}
+    base = merged["mypy"]
+    paths = [str(target)]
+    plugins = [p.strip() for p in base.get("plugins", "").split(",") if p.strip()]
+    for section, values in theirs.items():
+        if section != "mypy":
+            merged[section] = dict(values)
+            continue
+        for key, value in values.items():
+            if key == "mypy_path":
+                paths += [
+                    str((chosen.parent / p.strip()).resolve())
+                    for p in re.split(r"[,:]", value)
+                    if p.strip()
+                ]
+            elif key == "plugins":
+                plugins += [
+                    p.strip() for p in value.split(",") if p.strip() and p.strip() not in plugins
+                ]
+            else:
+                base[key] = value
+    base["mypy_path"] = ", ".join(paths)
+    if plugins and plugin:
+        base["plugins"] = ", ".join(plugins)
+    elif not plugin:
+        base.pop("plugins", None)
+    text = "".join(
+        f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in values.items()) + "\n"
+        for section, values in merged.items()
+    )
+    path = cache_root() / f"mypy-{digest(text)}.ini"
+    if not path.exists():
+        path.write_text(text, "utf8")
+    return path
+
+
+def _read_config(path: Path) -> dict[str, dict[str, str]]:
+    if path.suffix == ".toml":
+        with path.open("rb") as file:
+            tool = tomllib.load(file).get("tool", {})
+        sections: dict[str, dict[str, str]] = {}
+        for key, value in tool.get("mypy", {}).items():
+            if isinstance(value, dict):
+                continue  # per-module overrides: not needed by the suite
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            sections.setdefault("mypy", {})[key] = (
+                shown.lower() if isinstance(value, bool) else shown
+            )
+        views = tool.get("toolseam", {}).get("mypy_plugin", {}).get("views")
+        if views:
+            sections["toolseam.mypy_plugin"] = {
+                "views": ", ".join(views) if isinstance(views, list) else str(views)
+            }
+        return sections
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
+def run_mypy(
+    cases: Sequence[Case],
+    target: Path,
+    workdir: Path,
+    *,
+    plugin: bool = True,
+    config: Path | None = None,
+) -> Report:
+    """Type-check every case in one mypy process.
 
     Args:
         cases: The cases.
         target: The folder that holds ``conformance_target``.
         workdir: A scratch folder (replaced).
-        plugin: Whether ``toolseam.mypy_plugin`` is enabled (``mypy-noplugin.ini`` if not).
+        plugin: Whether ``toolseam.mypy_plugin`` is enabled.
+        config: The registry's own mypy configuration (see `mypy_config`).
 
     Returns:
-        The report: the outcome per case, and errors reported elsewhere.
+        The report: the outcome per case, and errors reported elsewhere. Messages are
+        read back in the suite's names (`target_renames`).
     """
     folders = _write_project(cases, workdir)
-    ini = MYPY_INI if plugin else MYPY_NOPLUGIN_INI
+    ini = mypy_config(target, config, plugin=plugin)
     cache = cache_root() / f"matrix-mypy-{digest(ini, target, sys.version)}"
-    env = {**os.environ, TARGET_ENV: str(target)}
     command = [
         sys.executable,
         "-m",
@@ -417,8 +547,10 @@ def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool
         "--show-error-codes",
         *(f"{folder}/main.py" for folder in folders),
     ]
-    output = _run(command, cwd=workdir, env=env)
-    return _report(REFERENCE if plugin else "mypy", workdir, folders, _mypy_errors(output))
+    output = _run(command, cwd=workdir)
+    rename = message_renamer(target_renames(target))
+    found = [(path, Diagnostic(d.line, rename(d.message))) for path, d in _mypy_errors(output)]
+    return _report(REFERENCE if plugin else "mypy", workdir, folders, found)
 
 
 def _mypy_errors(output: str) -> list[tuple[str, Diagnostic]]:
@@ -492,13 +624,32 @@ def run_pyright(
     With ``folders``, each case is written to the folder of that name and the outcomes are
     keyed by folder (a batch that checks one case against several targets).
     """
+    return _run_pyright_like("pyright", cases, target, workdir, folders)
+
+
+def run_basedpyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
+    """Type-check every case in one basedpyright process (information only).
+
+    The same configuration as pyright's (strict mode; basedpyright's own extra rules of
+    its ``all`` mode stay off), so the column shows where the fork's verdicts differ.
+    """
+    return _run_pyright_like("basedpyright", cases, target, workdir, None)
+
+
+def _run_pyright_like(
+    checker: str,
+    cases: Sequence[Case],
+    target: Path,
+    workdir: Path,
+    folders: Sequence[str] | None,
+) -> Report:
     names = folders
     folders_map = _write_project(cases, workdir, names)
     (workdir / "pyrightconfig.json").write_text(json.dumps(pyright_config(target), indent=2))
     command = [
         sys.executable,
         "-m",
-        "pyright",
+        checker,
         "--outputjson",
         "--pythonpath",
         sys.executable,
@@ -509,7 +660,7 @@ def run_pyright(
     try:
         report = json.loads(output)
     except json.JSONDecodeError:
-        raise CheckerCrashedError(f"pyright: no JSON report:\n{output}") from None
+        raise CheckerCrashedError(f"{checker}: no JSON report:\n{output}") from None
     found = [
         (
             item["file"],
@@ -521,7 +672,7 @@ def run_pyright(
         for item in report.get("generalDiagnostics", [])
         if item.get("severity") == "error"
     ]
-    return _report("pyright", workdir, folders_map, found, by_folder=names is not None)
+    return _report(checker, workdir, folders_map, found, by_folder=names is not None)
 
 
 def run_pyrefly(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
@@ -578,19 +729,30 @@ def run_ty(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
     return _report("ty", workdir, folders, found)
 
 
-def run_checker(checker: str, cases: Sequence[Case], target: Path, workdir: Path) -> Report:
-    """Run one checker of `CHECKERS` over ``cases``.
+def run_checker(
+    checker: str,
+    cases: Sequence[Case],
+    target: Path,
+    workdir: Path,
+    *,
+    mypy_config: Path | None = None,
+) -> Report:
+    """Run one checker of `CHECKERS` over ``cases`` (``mypy_config``: see `mypy_config`).
 
     Raises:
         CheckerUnavailableError: The checker is not installed.
         CheckerCrashedError: It produced no usable report.
     """
     if checker == REFERENCE:
-        return run_mypy(cases, target, workdir, plugin=True)
+        return run_mypy(cases, target, workdir, plugin=True, config=mypy_config)
     if checker == "mypy":
-        return run_mypy(cases, target, workdir, plugin=False)
+        return run_mypy(cases, target, workdir, plugin=False, config=mypy_config)
     if checker == "pyright":
         return run_pyright(cases, target, workdir)
+    if checker == "basedpyright":
+        if importlib.util.find_spec("basedpyright") is None:
+            raise CheckerUnavailableError("basedpyright is not installed")
+        return run_basedpyright(cases, target, workdir)
     if checker in ("pyrefly", "ty"):
         if shutil.which(checker) is None:
             raise CheckerUnavailableError(f"{checker} is not installed")
@@ -608,6 +770,7 @@ def checker_version(checker: str) -> str:
         REFERENCE: [sys.executable, "-m", "mypy", "--version"],
         "mypy": [sys.executable, "-m", "mypy", "--version"],
         "pyright": [sys.executable, "-m", "pyright", "--version"],
+        "basedpyright": [sys.executable, "-m", "basedpyright", "--version"],
         "pyrefly": ["pyrefly", "--version"],
         "ty": ["ty", "--version"],
     }
@@ -635,7 +798,7 @@ def _kind(outcome: Outcome) -> str:
 def _cell(outcomes: Sequence[Outcome]) -> str:
     total = len(outcomes)
     required = sum(o.actual_lines == o.case.error_lines for o in outcomes)
-    failing = [o for o in outcomes if not o.ok]
+    failing = [o for o in outcomes if not o.passes]
     if failing:
         return f"❌ {required}/{total}"
     if required == total:
@@ -651,8 +814,10 @@ def _cell(outcomes: Sequence[Outcome]) -> str:
 def _case_cell(outcome: Outcome | None) -> str:
     if outcome is None:
         return "n/a"
-    if not outcome.ok:
+    if not outcome.passes:
         expected, actual = sorted(outcome.expected_lines), sorted(outcome.actual_lines)
+        if expected == actual:
+            return "❌ other messages than the case pins"
         return f"❌ expected {expected or 'none'}, got {actual or 'none'}"
     if outcome.documented:
         return f"⚠️ {_kind(outcome)}, as documented"
@@ -694,7 +859,8 @@ def render_matrix(
         + "; the other columns are for information.",
         "",
         "A cell counts the cases that behave as the contract requires (errors on exactly "
-        "the expected lines). ✅ all of them · ⚠️ the others behave as their documented "
+        "the expected lines and, on mypy, with the messages the case pins). ✅ all of them "
+        "· ⚠️ the others behave as their documented "
         "difference says (*missed*: the checker does not report a violation; *extra*: it "
         "reports an error on sound code) · ❌ a case behaves neither way.",
         "",
@@ -749,6 +915,48 @@ def render_matrix(
     return "\n".join(lines)
 
 
+def render_mutation(result: Any, mutants: Sequence[Any]) -> str:
+    """The mutation score of the generated section (``mutants.run_batch``'s result)."""
+    verdicts = {(v.mutant, v.checker): v for v in result.verdicts}
+    lines = ["### Mutation score", ""]
+    for checker in GATING:
+        mine = [verdicts[(m.id, checker)] for m in mutants]
+        blind = [v for v in mine if v.blind is not None]
+        caught = sum(v.caught for v in mine)
+        lines.append(
+            f"- **{checker}**: {caught} of {len(mine) - len(blind)} mutants it can see "
+            f"caught ({len(blind)} documented as invisible to it, below)."
+        )
+    lines += [
+        "",
+        "| clause | mutant | the break | " + " | ".join(GATING) + " |",
+        "|---|---|---|" + "---|" * len(GATING),
+    ]
+    for mutant in sorted(mutants, key=lambda m: _section(m.clause)):
+        cells = []
+        for checker in GATING:
+            verdict = verdicts[(mutant.id, checker)]
+            if verdict.blind is not None:
+                cells.append(
+                    "⚪ cannot see it" if not verdict.caught else "❌ caught, but documented blind"
+                )
+            elif verdict.caught:
+                cells.append(f"✅ {len(verdict.failing)} case(s)")
+            else:
+                cells.append("❌ survives")
+        # A `|` in a table cell, even inside code, must be escaped.
+        what = mutant.description.replace("|", "\\|")
+        lines.append(f"| {mutant.clause} | `{mutant.id}` | {what} | " + " | ".join(cells) + " |")
+    lines += ["", "Why a checker cannot see a mutant:", ""]
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for mutant in mutants:
+        for checker, reason in mutant.blind.items():
+            reasons.setdefault((checker, reason), []).append(f"`{mutant.id}`")
+    for (checker, reason), ids in reasons.items():
+        lines.append(f"- {checker}, {', '.join(ids)}: {reason}.")
+    return "\n".join(lines)
+
+
 def write_section(doc: Path, section: str) -> None:
     """Replace the generated section of ``doc`` (between the markers) with ``section``.
 
@@ -766,8 +974,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the matrix; write it into the docs; fail when a gating checker disagrees."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--target", help=f"target folder (default: ${TARGET_ENV} or default)")
+    parser.add_argument(
+        "--mypy-config",
+        type=Path,
+        help="the registry's own mypy configuration (default: mypy.ini in the target folder)",
+    )
     parser.add_argument("--checkers", nargs="+", default=list(CHECKERS), choices=CHECKERS)
     parser.add_argument("--write-docs", type=Path, help="document whose section to rewrite")
+    parser.add_argument(
+        "--no-mutants",
+        dest="mutants",
+        action="store_false",
+        help="leave out the mutation score (computed on the default target only)",
+    )
     options = parser.parse_args(argv)
 
     target = resolve_target(options.target)
@@ -779,7 +998,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             versions[checker] = checker_version(checker)
             workdir = Path(scratch) / checker.replace("+", "-")
             try:
-                report = run_checker(checker, cases, target, workdir)
+                report = run_checker(
+                    checker, cases, target, workdir, mypy_config=options.mypy_config
+                )
             except CheckerUnavailableError:
                 if checker in GATING:
                     raise
@@ -794,9 +1015,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for checker in GATING
         if not isinstance(result := results.get(checker, "skipped"), str)
         for outcome in result.values()
-        if not outcome.ok
+        if not outcome.passes
     ]
     section = render_matrix(cases, results, versions, target)
+    mutation_failed = False
+    if target == DEFAULT_TARGET.resolve() and options.mutants:
+        # The mutants are toolseam's own: scored on the default target only.
+        import mutants
+
+        batch = mutants.run_batch(cases)
+        failures_text = list(batch.control_failures)
+        everything = [*mutants.MUTANTS, *mutants.PLUGIN_MUTANTS]
+        mutation = render_mutation(batch, everything)
+        section = section.replace(
+            "\n\n### Documented differences", "\n\n" + mutation + "\n\n### Documented differences"
+        )
+        stale = [v for v in batch.verdicts if (v.blind is None) != v.caught]
+        for verdict in stale:
+            print(
+                f"mutant {verdict.mutant} on {verdict.checker}: not as documented", file=sys.stderr
+            )
+        for text in failures_text:
+            print(f"control: {text}", file=sys.stderr)
+        mutation_failed = bool(stale or failures_text)
     if options.write_docs is not None:
         write_section(options.write_docs, section)
         print(f"wrote the matrix of {len(cases)} cases into {options.write_docs}")
@@ -804,7 +1045,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(section)
     for outcome in failures:
         print(outcome.explain(), file=sys.stderr)
-    return 1 if failures else 0
+    return 1 if failures or mutation_failed else 0
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ Settings of pytest-mypy-plugins:
 
 * ``--mypy-same-process``, always (about three times faster than a mypy process per
   case; mypy then takes ``mypy_path`` from the ini, never from ``MYPYPATH``);
-* ``--mypy-ini-file=typetests/mypy.ini`` unless another is given (for instance
-  ``typetests/mypy-noplugin.ini``);
+* ``--mypy-ini-file``, unless given (for instance ``typetests/mypy-noplugin.ini``):
+  ``typetests/mypy.ini`` merged with the target's own configuration (a ``mypy.ini`` in the
+  target folder, or the file ``$TOOLSEAM_CONFORMANCE_MYPY_CONFIG`` names), see
+  ``conformance.mypy_config``;
 * ``--mypy-testing-base``, unless given: a folder per (ini, target, Python) under the
   system temporary folder, so that switching the target or the plugin never invalidates
   another configuration's mypy cache.
@@ -50,7 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])
     option = config.option
     if not option.mypy_ini_file and not option.mypy_pyproject_toml_file:
-        option.mypy_ini_file = str(suite.MYPY_INI)
+        # The suite's settings plus the target's own (its plugin `views`, say).
+        own = os.environ.get(suite.MYPY_CONFIG_ENV)
+        option.mypy_ini_file = str(suite.mypy_config(target, Path(own) if own else None))
     option.mypy_same_process = True
     if option.mypy_testing_base == tempfile.gettempdir():
         ini = Path(option.mypy_ini_file or option.mypy_pyproject_toml_file).resolve()

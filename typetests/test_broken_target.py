@@ -1,4 +1,4 @@
-"""Meta-test: the suite catches a broken contract (SPEC §9).
+"""Meta-test: the suite catches a broken contract (contract §9).
 
 ``stubs/broken_target`` breaks every rule the suite checks (optional and deletable
 signal, mutable views, a signal with ``abort``, public constructors, untyped codes, a

@@ -17,7 +17,7 @@ def test_suite_has_at_least_forty_cases() -> None:
 
 
 def test_every_clause_has_a_negative_case_and_a_positive_twin() -> None:
-    """SPEC §9: each clause must fail where it must, and pass where it must."""
+    """Contract §9: each clause must fail where it must, and pass where it must."""
     kinds: dict[str, set[bool]] = defaultdict(set)
     for case in suite.load_cases():
         kinds[case.clause].add(case.is_negative())

@@ -2,7 +2,7 @@
 
 mypy does not check ``del obj.attr`` at all, not even for a property without a deleter
 (python/mypy#12904), so ``del exec.signal`` type-checks on plain mypy although it fails at
-runtime and breaks the contract (SPEC §3: a view's attributes are never deleted). Pyright
+runtime and breaks the contract (contract §3: a view's attributes are never deleted). Pyright
 reports it. Enable the plugin to close the gap::
 
     # mypy.ini / setup.cfg            # pyproject.toml

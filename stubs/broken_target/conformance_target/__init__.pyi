@@ -1,12 +1,12 @@
 # A deliberately NON-conforming contract: the meta-test (typetests/test_broken_target.py)
 # runs every negative case of the suite against it and fails unless each one stops
 # reporting its expected error here. Every name of the default target exists (an import
-# error would make a case fail for the wrong reason); every rule of SPEC §3, §4 and §6 that
+# error would make a case fail for the wrong reason); every rule of contract §3, §4 and §6 that
 # the suite checks is broken on purpose, as a careless registry would break it.
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 ArgsT = TypeVar("ArgsT", contravariant=True)
 ResultT = TypeVar("ResultT", covariant=True)
