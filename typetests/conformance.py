@@ -1025,8 +1025,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         batch = mutants.run_batch(cases)
         failures_text = list(batch.control_failures)
-        everything = [*mutants.MUTANTS, *mutants.PLUGIN_MUTANTS]
-        mutation = render_mutation(batch, everything)
+        mutation = render_mutation(batch, mutants.ALL_MUTANTS)
         section = section.replace(
             "\n\n### Documented differences", "\n\n" + mutation + "\n\n### Documented differences"
         )

@@ -959,7 +959,7 @@ def run_batch(
             tuple(failing.get((m.id, checker), ())),
             m.blind.get(checker),
         )
-        for m in [*mutants, *plugin_mutants]
+        for m in _both(mutants, plugin_mutants)
         for checker in suite.GATING
     ]
     return BatchResult(
@@ -967,6 +967,16 @@ def run_batch(
         tuple(control_failures),
         {checker: report.elsewhere for checker, report in reports.items()},
     )
+
+
+def _both(
+    mutants: Sequence[Mutant], plugin_mutants: Sequence[PluginMutant]
+) -> list[Mutant | PluginMutant]:
+    return [*mutants, *plugin_mutants]
+
+
+ALL_MUTANTS: Final = _both(MUTANTS, PLUGIN_MUTANTS)
+"""Every mutant of the contract and of the plugin, in report order."""
 
 
 def _contract_views() -> frozenset[str]:

@@ -16,7 +16,7 @@ import conformance as suite
 import mutants
 import pytest
 
-_ALL = [*mutants.MUTANTS, *mutants.PLUGIN_MUTANTS]
+_ALL = mutants.ALL_MUTANTS
 
 
 @pytest.fixture(scope="module")

@@ -79,7 +79,11 @@ def _listed_names(target: Path) -> set[str]:
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             assert isinstance(node.value, ast.List)
-            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+            return {
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
     return set()
 
 
