@@ -483,7 +483,10 @@ def mypy_config(target: Path, config: Path | None = None, *, plugin: bool = True
     )
     path = cache_root() / f"mypy-{digest(text)}.ini"
     if not path.exists():
-        path.write_text(text, "utf8")
+        # Named by its content, written atomically: concurrent runs agree on it.
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text, "utf8")
+        partial.replace(path)
     return path
 
 

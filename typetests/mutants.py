@@ -18,13 +18,14 @@ caught mutant is the mutation's doing, not the copy's.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import inspect
 import re
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -905,6 +906,32 @@ def run_batch(
     # A stable folder (per Python), so that mypy's cache of the batch stays warm between
     # runs: mypy revalidates the rewritten files by their content.
     root = workdir or suite.cache_root() / f"mutants-{suite.digest(sys.version)}"
+    with _exclusive(root.with_suffix(".lock")):
+        return _run_batch(cases, mutants, plugin_mutants, root)
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` while the batch rewrites its (shared, stable) folder."""
+    with lock.open("a") as file:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: runs are not concurrent there
+            yield
+            return
+        fcntl.flock(file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
+
+
+def _run_batch(
+    cases: Sequence[suite.Case],
+    mutants: Sequence[Mutant],
+    plugin_mutants: Sequence[PluginMutant],
+    root: Path,
+) -> BatchResult:
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
