@@ -81,8 +81,10 @@ def lint(session: nox.Session) -> None:
 def typetests(session: nox.Session) -> None:
     """The static conformance suite: each yaml case on mypy (with the plugin) and pyright.
 
-    Also the meta-test (every negative case fails on ``stubs/broken_target``) and the
-    plugin's own tests. ``TOOLSEAM_CONFORMANCE_TARGET=path`` runs the suite on a target.
+    Also the meta-tests (every negative case fails on ``stubs/broken_target``; every
+    single-break mutant is caught by a case of its clause), the third-party walk-through
+    and the plugin's own tests. ``TOOLSEAM_CONFORMANCE_TARGET=path`` runs the suite on a
+    target (``TOOLSEAM_CONFORMANCE_MYPY_CONFIG=file``: its own mypy configuration).
     """
     session.install(".", *_group("typetest"))
     session.run("pytest", "typetests", *session.posargs)
@@ -105,8 +107,9 @@ def conformance(session: nox.Session) -> None:
     """The conformance matrix, written into docs/conformance.md (not a default session).
 
     Every case on mypy+plugin and pyright (these fail the session) and, for information,
-    on plain mypy, pyrefly and ty. ``nox -s conformance -- --target path`` prints the
-    matrix of another target instead.
+    on plain mypy, basedpyright, pyrefly and ty; then the mutation score. ``nox -s
+    conformance -- --target path [--mypy-config file]`` prints the matrix of another
+    target instead.
     """
     session.install(".", *_group("conformance"))
     # With arguments (``-- --target path``) the matrix is printed, and the docs left alone.

@@ -17,14 +17,18 @@ in a ``differences:`` key, which pytest-mypy-plugins ignores::
         lines: [7]             # the lines this checker reports errors on instead
         reason: microsoft/pyright#6113, no narrowing on the truthiness of `is_error`
 
-Checker names: ``mypy`` (without the plugin), ``pyright``, ``pyrefly``, ``ty``. The
+Checker names: ``mypy`` (without the plugin), ``pyright``, ``basedpyright``, ``pyrefly``,
+``ty``. The
 reference, ``mypy+plugin``, never has differences: its truth is ``out:``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import configparser
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -32,7 +36,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -47,11 +52,13 @@ STUBS: Final = ROOT / "stubs"
 DEFAULT_TARGET: Final = STUBS / "default_target"
 BROKEN_TARGET: Final = STUBS / "broken_target"
 TARGET_ENV: Final = "TOOLSEAM_CONFORMANCE_TARGET"
+MYPY_CONFIG_ENV: Final = "TOOLSEAM_CONFORMANCE_MYPY_CONFIG"
+EXAMPLE_TARGET: Final = STUBS / "example_registry"
 MYPY_INI: Final = TYPETESTS / "mypy.ini"
 MYPY_NOPLUGIN_INI: Final = TYPETESTS / "mypy-noplugin.ini"
 
 REFERENCE: Final = "mypy+plugin"
-CHECKERS: Final = ("mypy+plugin", "pyright", "mypy", "pyrefly", "ty")
+CHECKERS: Final = ("mypy+plugin", "pyright", "mypy", "basedpyright", "pyrefly", "ty")
 """Every checker of the matrix, in column order."""
 GATING: Final = ("mypy+plugin", "pyright")
 """The checkers whose disagreement with a case fails CI."""
@@ -258,6 +265,16 @@ class Outcome:
         """Errors on exactly the expected lines."""
         return self.actual_lines == self.expected_lines
 
+    @property
+    def judged_by_message(self) -> bool:
+        """Whether the case pins this checker's messages (mypy's, without a difference)."""
+        return self.checker in (REFERENCE, "mypy") and self.checker not in self.case.differences
+
+    @property
+    def passes(self) -> bool:
+        """Errors on exactly the expected lines and, where the case pins them, messages."""
+        return self.ok and (not self.judged_by_message or self.still_reports_expected_errors())
+
     def still_reports_expected_errors(self) -> bool:
         """Whether every expected error is still reported (so the case cannot tell).
 
@@ -265,7 +282,7 @@ class Outcome:
         untyped decorator of a broken target, is not the expected one); for the others,
         which have no expected messages, an error on each expected line.
         """
-        if self.checker in (REFERENCE, "mypy") and self.checker not in self.case.differences:
+        if self.judged_by_message:
             return all(
                 any(expected.matches(d.line, d.message) for d in self.diagnostics)
                 for expected in self.case.expected_errors
@@ -313,14 +330,16 @@ def digest(*parts: object) -> str:
     return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:12]
 
 
-def _write_project(cases: Sequence[Case], workdir: Path) -> dict[str, Case]:
+def _write_project(
+    cases: Sequence[Case], workdir: Path, names: Sequence[str] | None = None
+) -> dict[str, Case]:
     """Write each case to ``<workdir>/cNNN/main.py``; map each folder name to its case."""
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     folders: dict[str, Case] = {}
     for index, case in enumerate(cases):
-        folder = f"c{index:03d}"
+        folder = f"c{index:03d}" if names is None else names[index]
         (workdir / folder).mkdir()
         (workdir / folder / "main.py").write_text(case.main, "utf8")
         folders[folder] = case
@@ -333,7 +352,7 @@ class Report:
 
     checker: str
     outcomes: Mapping[str, Outcome]
-    """The outcome per ``Case.key``."""
+    """The outcome per ``Case.key`` (per folder, for a batch of renamed copies)."""
     elsewhere: tuple[str, ...] = ()
     """Errors reported outside the cases (in the target, say), as ``path:line: message``."""
 
@@ -343,6 +362,8 @@ def _report(
     workdir: Path,
     folders: Mapping[str, Case],
     found: Iterable[tuple[str, Diagnostic]],
+    *,
+    by_folder: bool = False,
 ) -> Report:
     per_folder: dict[str, list[Diagnostic]] = {folder: [] for folder in folders}
     elsewhere: list[str] = []
@@ -355,7 +376,7 @@ def _report(
         else:
             elsewhere.append(f"{path}:{diagnostic.line}: {diagnostic.message}")
     outcomes = {
-        case.key: Outcome(case, checker, tuple(per_folder[folder]))
+        folder if by_folder else case.key: Outcome(case, checker, tuple(per_folder[folder]))
         for folder, case in folders.items()
     }
     return Report(checker, outcomes, tuple(elsewhere))
@@ -374,22 +395,148 @@ def _run(command: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = N
 _MYPY_LINE = re.compile(r"^(?P<path>[^:\s]+\.pyi?):(?P<line>\d+): (?P<severity>\w+): (?P<msg>.*)$")
 
 
-def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool = True) -> Report:
-    """Type-check every case in one mypy process (``typetests/mypy.ini``).
+def target_renames(target: Path) -> dict[str, str]:
+    """The target's renaming re-exports, ``{its name: the suite's name}``.
+
+    A registry maps its own types onto the suite's names (``from minireg import Call as
+    ToolExecution``); mypy's messages then name its types, and the suite reads them back
+    in the suite's names before comparing them with the messages a case pins.
+    """
+    for candidate in (
+        "conformance_target/__init__.pyi",
+        "conformance_target/__init__.py",
+        "conformance_target.pyi",
+        "conformance_target.py",
+    ):
+        path = target / candidate
+        if path.exists():
+            tree = ast.parse(path.read_text("utf8"))
+            return {
+                alias.name: alias.asname
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+                if alias.asname is not None and alias.asname != alias.name
+            }
+    return {}
+
+
+def message_renamer(renames: Mapping[str, str]) -> Callable[[str], str]:
+    """A function that reads a message of mypy's back in the suite's names."""
+    if not renames:
+        return lambda message: message
+    # One pass over every name at once (a target may swap two names), leaving the
+    # single-quoted literals of a message alone (``Literal['ABORTED']`` is a value).
+    names = "|".join(map(re.escape, sorted(renames, key=len, reverse=True)))
+    pattern = re.compile(rf"'[^']*'|\b({names})\b")
+    return lambda message: pattern.sub(
+        lambda match: renames[match[1]] if match[1] else match[0], message
+    )
+
+
+def mypy_config(target: Path, config: Path | None = None, *, plugin: bool = True) -> Path:
+    """The mypy configuration file for ``target``: the suite's, plus the registry's own.
+
+    The suite's settings (``typetests/mypy.ini``: strict, ``warn_unreachable``, the target on
+    ``mypy_path``, ``toolseam.mypy_plugin``) always hold. The registry's configuration —
+    ``config``, else a ``mypy.ini`` in the target folder, if any — adds to them: its other
+    ``[mypy]`` settings, its ``mypy_path`` entries and plugins, and its other sections,
+    ``[toolseam.mypy_plugin]`` (the plugin's ``views``) in particular. A pyproject.toml
+    (``[tool.mypy]``, ``[tool.toolseam.mypy_plugin]``) works too.
+
+    Returns:
+        A generated ini file (under `cache_root`) with absolute paths.
+    """
+    chosen = config if config is not None else target / "mypy.ini"
+    ours = configparser.ConfigParser()
+    ours.read(MYPY_INI if plugin else MYPY_NOPLUGIN_INI)
+    theirs = _read_config(chosen) if chosen.exists() else {}
+    merged: dict[str, dict[str, str]] = {name: dict(ours[name]) for name in ours.sections()}
+    base = merged["mypy"]
+    paths = [str(target)]
+    plugins = [p.strip() for p in base.get("plugins", "").split(",") if p.strip()]
+    for section, values in theirs.items():
+        if section != "mypy":
+            merged[section] = dict(values)
+            continue
+        for key, value in values.items():
+            if key == "mypy_path":
+                paths += [
+                    str((chosen.parent / p.strip()).resolve())
+                    for p in re.split(r"[,:]", value)
+                    if p.strip()
+                ]
+            elif key == "plugins":
+                plugins += [
+                    p.strip() for p in value.split(",") if p.strip() and p.strip() not in plugins
+                ]
+            else:
+                base[key] = value
+    base["mypy_path"] = ", ".join(paths)
+    if plugins and plugin:
+        base["plugins"] = ", ".join(plugins)
+    elif not plugin:
+        base.pop("plugins", None)
+    text = "".join(
+        f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in values.items()) + "\n"
+        for section, values in merged.items()
+    )
+    path = cache_root() / f"mypy-{digest(text)}.ini"
+    if not path.exists():
+        # Named by its content, written atomically: concurrent runs agree on it.
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text, "utf8")
+        partial.replace(path)
+    return path
+
+
+def _read_config(path: Path) -> dict[str, dict[str, str]]:
+    if path.suffix == ".toml":
+        with path.open("rb") as file:
+            tool = tomllib.load(file).get("tool", {})
+        sections: dict[str, dict[str, str]] = {}
+        for key, value in tool.get("mypy", {}).items():
+            if isinstance(value, dict):
+                continue  # per-module overrides: not needed by the suite
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            sections.setdefault("mypy", {})[key] = (
+                shown.lower() if isinstance(value, bool) else shown
+            )
+        views = tool.get("toolseam", {}).get("mypy_plugin", {}).get("views")
+        if views:
+            sections["toolseam.mypy_plugin"] = {
+                "views": ", ".join(views) if isinstance(views, list) else str(views)
+            }
+        return sections
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
+def run_mypy(
+    cases: Sequence[Case],
+    target: Path,
+    workdir: Path,
+    *,
+    plugin: bool = True,
+    config: Path | None = None,
+) -> Report:
+    """Type-check every case in one mypy process.
 
     Args:
         cases: The cases.
         target: The folder that holds ``conformance_target``.
         workdir: A scratch folder (replaced).
-        plugin: Whether ``toolseam.mypy_plugin`` is enabled (``mypy-noplugin.ini`` if not).
+        plugin: Whether ``toolseam.mypy_plugin`` is enabled.
+        config: The registry's own mypy configuration (see `mypy_config`).
 
     Returns:
-        The report: the outcome per case, and errors reported elsewhere.
+        The report: the outcome per case, and errors reported elsewhere. Messages are
+        read back in the suite's names (`target_renames`).
     """
     folders = _write_project(cases, workdir)
-    ini = MYPY_INI if plugin else MYPY_NOPLUGIN_INI
+    ini = mypy_config(target, config, plugin=plugin)
     cache = cache_root() / f"matrix-mypy-{digest(ini, target, sys.version)}"
-    env = {**os.environ, TARGET_ENV: str(target)}
     command = [
         sys.executable,
         "-m",
@@ -403,7 +550,13 @@ def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool
         "--show-error-codes",
         *(f"{folder}/main.py" for folder in folders),
     ]
-    output = _run(command, cwd=workdir, env=env)
+    output = _run(command, cwd=workdir)
+    rename = message_renamer(target_renames(target))
+    found = [(path, Diagnostic(d.line, rename(d.message))) for path, d in _mypy_errors(output)]
+    return _report(REFERENCE if plugin else "mypy", workdir, folders, found)
+
+
+def _mypy_errors(output: str) -> list[tuple[str, Diagnostic]]:
     found: list[tuple[str, Diagnostic]] = []
     for line in output.splitlines():
         match = _MYPY_LINE.match(line)
@@ -413,7 +566,41 @@ def run_mypy(cases: Sequence[Case], target: Path, workdir: Path, *, plugin: bool
             continue
         if match["severity"] == "error":
             found.append((match["path"], Diagnostic(int(match["line"]), match["msg"])))
-    return _report(REFERENCE if plugin else "mypy", workdir, folders, found)
+    return found
+
+
+def run_mypy_in_process(
+    cases: Sequence[Case], names: Sequence[str], workdir: Path, ini: Path, cache_key: object
+) -> Report:
+    """Type-check ``cases`` with mypy in this process (``mypy.api``), folders ``names``.
+
+    The outcomes are keyed by folder. ``ini`` is the whole configuration (its
+    ``mypy_path`` must be absolute); ``cache_key`` names the mypy cache to reuse.
+    """
+    from mypy import api
+
+    folders = _write_project(cases, workdir, names)
+    cache = cache_root() / f"inproc-mypy-{digest(ini.read_text('utf8'), cache_key, sys.version)}"
+    previous = Path.cwd()
+    os.chdir(workdir)
+    try:
+        stdout, stderr, status = api.run(
+            [
+                f"--config-file={ini}",
+                f"--cache-dir={cache}",
+                "--explicit-package-bases",
+                "--no-error-summary",
+                "--no-pretty",
+                "--hide-error-context",
+                "--show-error-codes",
+                *(f"{folder}/main.py" for folder in folders),
+            ]
+        )
+    finally:
+        os.chdir(previous)
+    if status > 1:
+        raise CheckerCrashedError(f"mypy exited {status}:\n{stdout}\n{stderr}")
+    return _report(REFERENCE, workdir, folders, _mypy_errors(stdout), by_folder=True)
 
 
 def pyright_config(target: Path) -> dict[str, object]:
@@ -432,14 +619,40 @@ def pyright_config(target: Path) -> dict[str, object]:
     }
 
 
-def run_pyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
-    """Type-check every case in one pyright process (``--outputjson``, strict mode)."""
-    folders = _write_project(cases, workdir)
+def run_pyright(
+    cases: Sequence[Case], target: Path, workdir: Path, *, folders: Sequence[str] | None = None
+) -> Report:
+    """Type-check every case in one pyright process (``--outputjson``, strict mode).
+
+    With ``folders``, each case is written to the folder of that name and the outcomes are
+    keyed by folder (a batch that checks one case against several targets).
+    """
+    return _run_pyright_like("pyright", cases, target, workdir, folders)
+
+
+def run_basedpyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
+    """Type-check every case in one basedpyright process (information only).
+
+    The same configuration as pyright's (strict mode; basedpyright's own extra rules of
+    its ``all`` mode stay off), so the column shows where the fork's verdicts differ.
+    """
+    return _run_pyright_like("basedpyright", cases, target, workdir, None)
+
+
+def _run_pyright_like(
+    checker: str,
+    cases: Sequence[Case],
+    target: Path,
+    workdir: Path,
+    folders: Sequence[str] | None,
+) -> Report:
+    names = folders
+    folders_map = _write_project(cases, workdir, names)
     (workdir / "pyrightconfig.json").write_text(json.dumps(pyright_config(target), indent=2))
     command = [
         sys.executable,
         "-m",
-        "pyright",
+        checker,
         "--outputjson",
         "--pythonpath",
         sys.executable,
@@ -450,7 +663,7 @@ def run_pyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
     try:
         report = json.loads(output)
     except json.JSONDecodeError:
-        raise CheckerCrashedError(f"pyright: no JSON report:\n{output}") from None
+        raise CheckerCrashedError(f"{checker}: no JSON report:\n{output}") from None
     found = [
         (
             item["file"],
@@ -462,7 +675,7 @@ def run_pyright(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
         for item in report.get("generalDiagnostics", [])
         if item.get("severity") == "error"
     ]
-    return _report("pyright", workdir, folders, found)
+    return _report(checker, workdir, folders_map, found, by_folder=names is not None)
 
 
 def run_pyrefly(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
@@ -519,19 +732,30 @@ def run_ty(cases: Sequence[Case], target: Path, workdir: Path) -> Report:
     return _report("ty", workdir, folders, found)
 
 
-def run_checker(checker: str, cases: Sequence[Case], target: Path, workdir: Path) -> Report:
-    """Run one checker of `CHECKERS` over ``cases``.
+def run_checker(
+    checker: str,
+    cases: Sequence[Case],
+    target: Path,
+    workdir: Path,
+    *,
+    mypy_config: Path | None = None,
+) -> Report:
+    """Run one checker of `CHECKERS` over ``cases`` (``mypy_config``: see `mypy_config`).
 
     Raises:
         CheckerUnavailableError: The checker is not installed.
         CheckerCrashedError: It produced no usable report.
     """
     if checker == REFERENCE:
-        return run_mypy(cases, target, workdir, plugin=True)
+        return run_mypy(cases, target, workdir, plugin=True, config=mypy_config)
     if checker == "mypy":
-        return run_mypy(cases, target, workdir, plugin=False)
+        return run_mypy(cases, target, workdir, plugin=False, config=mypy_config)
     if checker == "pyright":
         return run_pyright(cases, target, workdir)
+    if checker == "basedpyright":
+        if importlib.util.find_spec("basedpyright") is None:
+            raise CheckerUnavailableError("basedpyright is not installed")
+        return run_basedpyright(cases, target, workdir)
     if checker in ("pyrefly", "ty"):
         if shutil.which(checker) is None:
             raise CheckerUnavailableError(f"{checker} is not installed")
@@ -549,6 +773,7 @@ def checker_version(checker: str) -> str:
         REFERENCE: [sys.executable, "-m", "mypy", "--version"],
         "mypy": [sys.executable, "-m", "mypy", "--version"],
         "pyright": [sys.executable, "-m", "pyright", "--version"],
+        "basedpyright": [sys.executable, "-m", "basedpyright", "--version"],
         "pyrefly": ["pyrefly", "--version"],
         "ty": ["ty", "--version"],
     }
@@ -576,7 +801,7 @@ def _kind(outcome: Outcome) -> str:
 def _cell(outcomes: Sequence[Outcome]) -> str:
     total = len(outcomes)
     required = sum(o.actual_lines == o.case.error_lines for o in outcomes)
-    failing = [o for o in outcomes if not o.ok]
+    failing = [o for o in outcomes if not o.passes]
     if failing:
         return f"❌ {required}/{total}"
     if required == total:
@@ -592,8 +817,10 @@ def _cell(outcomes: Sequence[Outcome]) -> str:
 def _case_cell(outcome: Outcome | None) -> str:
     if outcome is None:
         return "n/a"
-    if not outcome.ok:
+    if not outcome.passes:
         expected, actual = sorted(outcome.expected_lines), sorted(outcome.actual_lines)
+        if expected == actual:
+            return "❌ other messages than the case pins"
         return f"❌ expected {expected or 'none'}, got {actual or 'none'}"
     if outcome.documented:
         return f"⚠️ {_kind(outcome)}, as documented"
@@ -635,7 +862,8 @@ def render_matrix(
         + "; the other columns are for information.",
         "",
         "A cell counts the cases that behave as the contract requires (errors on exactly "
-        "the expected lines). ✅ all of them · ⚠️ the others behave as their documented "
+        "the expected lines and, on mypy, with the messages the case pins). ✅ all of them "
+        "· ⚠️ the others behave as their documented "
         "difference says (*missed*: the checker does not report a violation; *extra*: it "
         "reports an error on sound code) · ❌ a case behaves neither way.",
         "",
@@ -690,6 +918,48 @@ def render_matrix(
     return "\n".join(lines)
 
 
+def render_mutation(result: Any, mutants: Sequence[Any]) -> str:
+    """The mutation score of the generated section (``mutants.run_batch``'s result)."""
+    verdicts = {(v.mutant, v.checker): v for v in result.verdicts}
+    lines = ["### Mutation score", ""]
+    for checker in GATING:
+        mine = [verdicts[(m.id, checker)] for m in mutants]
+        blind = [v for v in mine if v.blind is not None]
+        caught = sum(v.caught for v in mine)
+        lines.append(
+            f"- **{checker}**: {caught} of {len(mine) - len(blind)} mutants it can see "
+            f"caught ({len(blind)} documented as invisible to it, below)."
+        )
+    lines += [
+        "",
+        "| clause | mutant | the break | " + " | ".join(GATING) + " |",
+        "|---|---|---|" + "---|" * len(GATING),
+    ]
+    for mutant in sorted(mutants, key=lambda m: _section(m.clause)):
+        cells = []
+        for checker in GATING:
+            verdict = verdicts[(mutant.id, checker)]
+            if verdict.blind is not None:
+                cells.append(
+                    "⚪ cannot see it" if not verdict.caught else "❌ caught, but documented blind"
+                )
+            elif verdict.caught:
+                cells.append(f"✅ {len(verdict.failing)} case(s)")
+            else:
+                cells.append("❌ survives")
+        # A `|` in a table cell, even inside code, must be escaped.
+        what = mutant.description.replace("|", "\\|")
+        lines.append(f"| {mutant.clause} | `{mutant.id}` | {what} | " + " | ".join(cells) + " |")
+    lines += ["", "Why a checker cannot see a mutant:", ""]
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for mutant in mutants:
+        for checker, reason in mutant.blind.items():
+            reasons.setdefault((checker, reason), []).append(f"`{mutant.id}`")
+    for (checker, reason), ids in reasons.items():
+        lines.append(f"- {checker}, {', '.join(ids)}: {reason}.")
+    return "\n".join(lines)
+
+
 def write_section(doc: Path, section: str) -> None:
     """Replace the generated section of ``doc`` (between the markers) with ``section``.
 
@@ -707,8 +977,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the matrix; write it into the docs; fail when a gating checker disagrees."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--target", help=f"target folder (default: ${TARGET_ENV} or default)")
+    parser.add_argument(
+        "--mypy-config",
+        type=Path,
+        help="the registry's own mypy configuration (default: mypy.ini in the target folder)",
+    )
     parser.add_argument("--checkers", nargs="+", default=list(CHECKERS), choices=CHECKERS)
     parser.add_argument("--write-docs", type=Path, help="document whose section to rewrite")
+    parser.add_argument(
+        "--no-mutants",
+        dest="mutants",
+        action="store_false",
+        help="leave out the mutation score (computed on the default target only)",
+    )
     options = parser.parse_args(argv)
 
     target = resolve_target(options.target)
@@ -720,7 +1001,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             versions[checker] = checker_version(checker)
             workdir = Path(scratch) / checker.replace("+", "-")
             try:
-                report = run_checker(checker, cases, target, workdir)
+                report = run_checker(
+                    checker, cases, target, workdir, mypy_config=options.mypy_config
+                )
             except CheckerUnavailableError:
                 if checker in GATING:
                     raise
@@ -735,9 +1018,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         for checker in GATING
         if not isinstance(result := results.get(checker, "skipped"), str)
         for outcome in result.values()
-        if not outcome.ok
+        if not outcome.passes
     ]
     section = render_matrix(cases, results, versions, target)
+    mutation_failed = False
+    if target == DEFAULT_TARGET.resolve() and options.mutants:
+        # The mutants are toolseam's own: scored on the default target only.
+        import mutants
+
+        batch = mutants.run_batch(cases)
+        failures_text = list(batch.control_failures)
+        mutation = render_mutation(batch, mutants.ALL_MUTANTS)
+        section = section.replace(
+            "\n\n### Documented differences", "\n\n" + mutation + "\n\n### Documented differences"
+        )
+        stale = [v for v in batch.verdicts if (v.blind is None) != v.caught]
+        for verdict in stale:
+            print(
+                f"mutant {verdict.mutant} on {verdict.checker}: not as documented", file=sys.stderr
+            )
+        for text in failures_text:
+            print(f"control: {text}", file=sys.stderr)
+        mutation_failed = bool(stale or failures_text)
     if options.write_docs is not None:
         write_section(options.write_docs, section)
         print(f"wrote the matrix of {len(cases)} cases into {options.write_docs}")
@@ -745,7 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(section)
     for outcome in failures:
         print(outcome.explain(), file=sys.stderr)
-    return 1 if failures else 0
+    return 1 if failures or mutation_failed else 0
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ Settings of pytest-mypy-plugins:
 
 * ``--mypy-same-process``, always (about three times faster than a mypy process per
   case; mypy then takes ``mypy_path`` from the ini, never from ``MYPYPATH``);
-* ``--mypy-ini-file=typetests/mypy.ini`` unless another is given (for instance
-  ``typetests/mypy-noplugin.ini``);
+* ``--mypy-ini-file``, unless given (for instance ``typetests/mypy-noplugin.ini``):
+  ``typetests/mypy.ini`` merged with the target's own configuration (a ``mypy.ini`` in the
+  target folder, or the file ``$TOOLSEAM_CONFORMANCE_MYPY_CONFIG`` names), see
+  ``conformance.mypy_config``;
 * ``--mypy-testing-base``, unless given: a folder per (ini, target, Python) under the
   system temporary folder, so that switching the target or the plugin never invalidates
   another configuration's mypy cache.
@@ -26,11 +28,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import conformance as suite
 import pytest
+from pytest_mypy_plugins.collect import YamlTestFile
 from pytest_mypy_plugins.item import YamlTestItem
 
 _STATE = pytest.StashKey["_PyrightRun"]()
@@ -40,9 +44,17 @@ def pytest_configure(config: pytest.Config) -> None:
     """Resolve the target and set this suite's defaults for pytest-mypy-plugins."""
     target = suite.resolve_target()
     os.environ[suite.TARGET_ENV] = str(target)
+    # pytest-mypy-plugins looks mypy up on PATH even in same-process mode: from a venv that
+    # is not activated (``.venv/bin/pytest typetests``) that lookup fails, so put this
+    # interpreter's scripts folder first.
+    scripts = str(Path(sys.executable).parent)
+    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])
     option = config.option
     if not option.mypy_ini_file and not option.mypy_pyproject_toml_file:
-        option.mypy_ini_file = str(suite.MYPY_INI)
+        # The suite's settings plus the target's own (its plugin `views`, say).
+        own = os.environ.get(suite.MYPY_CONFIG_ENV)
+        option.mypy_ini_file = str(suite.mypy_config(target, Path(own) if own else None))
     option.mypy_same_process = True
     if option.mypy_testing_base == tempfile.gettempdir():
         ini = Path(option.mypy_ini_file or option.mypy_pyproject_toml_file).resolve()
@@ -59,26 +71,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.cleanup()
 
 
-@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection sees the items
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    """Put a pyright item right after each mypy item of a yaml case."""
-    extended: list[pytest.Item] = []
-    for item in items:
-        extended.append(item)
-        if isinstance(item, YamlTestItem) and item.parent is not None:
-            case = suite.Case.from_parts(
-                item.path.name,
-                item.name,
-                item.files[0].content,
-                item.expected_output,
-                item.parsed_test_data,
-            )
-            extended.append(
-                PyrightItem.from_parent(item.parent, name=f"{item.name}@pyright", case=case)
-            )
-    items[:] = extended
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    """Collect a pyright twin right after each mypy item of a yaml file.
+
+    The twins are part of the yaml file's collect report, so pytest counts them when it
+    says how many items it collected, and ``-k``/``-m`` select among them like any item.
+    """
+    report = yield
+    if isinstance(collector, YamlTestFile) and report.passed:
+        extended: list[pytest.Item | pytest.Collector] = []
+        for item in report.result:
+            extended.append(item)
+            if isinstance(item, YamlTestItem):
+                case = suite.Case.from_parts(
+                    item.path.name,
+                    item.name,
+                    item.files[0].content,
+                    item.expected_output,
+                    item.parsed_test_data,
+                )
+                extended.append(
+                    PyrightItem.from_parent(collector, name=f"{item.name}@pyright", case=case)
+                )
+        report.result = extended
+    return report
 
 
 class PyrightMismatchError(AssertionError):

@@ -70,3 +70,23 @@ def test_broken_target_defines_every_name_of_the_default_target() -> None:
     wanted = _exported_names(suite.DEFAULT_TARGET)
     assert wanted
     assert wanted <= _exported_names(suite.BROKEN_TARGET)
+
+
+def _listed_names(target: Path) -> set[str]:
+    tree = ast.parse((target / "conformance_target" / "__init__.pyi").read_text("utf8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            assert isinstance(node.value, ast.List)
+            return {
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
+    return set()
+
+
+def test_example_registry_exports_every_name_of_the_default_target() -> None:
+    """The walk-through's target re-exports (through `__all__`) all the suite uses."""
+    assert _exported_names(suite.DEFAULT_TARGET) <= _listed_names(suite.EXAMPLE_TARGET)

@@ -14,9 +14,10 @@ import inspect
 import json
 import sys
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import CoroutineType
-from typing import Any, Generic, TypeVar, cast, final, overload
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Generic, cast, final, overload
+
+from typing_extensions import TypeVar
 
 from ._definitions import ToolDefinition, check_timeout
 from ._errors import ToolArgsError, ToolOutputError, safe_str
@@ -29,7 +30,11 @@ from ._views import ToolExecution, ToolRunContext
 __all__ = ["ToolDecorator", "define_tool"]
 
 A = TypeVar("A")
+B = TypeVar("B")
 R = TypeVar("R")
+# The arguments type the options of a decorator accept. Its default, ``object``, is the
+# decorator whose options accept any arguments (or that has none): the body decides.
+OptionArgsT = TypeVar("OptionArgsT", default=object)
 
 Finalize = Callable[[ToolExecution, ToolResult], "Sequence[ContentBlock] | None"]
 
@@ -79,13 +84,25 @@ def _too_deep_to_serialize(error: Exception) -> bool:
 _EXACT_JSON_LEAVES: tuple[type[Any], ...] = (str, int, bool)
 
 
-def _is_async_callable(body: object) -> bool:
+def _annotated_callable(body: object) -> object:
+    """What holds ``body``'s annotations: the function behind partials, or ``__call__``."""
     while isinstance(body, functools.partial):
-        body = body.func
-    if inspect.iscoroutinefunction(body):
-        return True
-    call = getattr(body, "__call__", None)  # noqa: B004 - callable objects
-    return inspect.iscoroutinefunction(call)
+        body = cast("functools.partial[object]", body).func
+    if inspect.isfunction(body) or inspect.ismethod(body):
+        return body
+    # A callable object: its class's ``__call__`` holds the annotations.
+    return getattr(type(body), "__call__", body)  # noqa: B004 - callable objects
+
+
+def _awaited_type(hint: object) -> Any:
+    """``R`` of an ``Awaitable[R]``/``Coroutine[..., R]`` return annotation, else ``None``."""
+    origin = typing.get_origin(hint)
+    if origin is Awaitable or origin is Coroutine:
+        args = typing.get_args(hint)
+        return args[-1] if args else Any
+    if hint is Awaitable or hint is Coroutine:
+        return Any
+    return None
 
 
 @final
@@ -216,13 +233,12 @@ class DefinedTool(Generic[A, R]):
             f'invalid arguments for tool "{self._name}": {_summarize_validation_error(error)}'
         )
 
-    def run(self, args: A, exec: ToolRunContext, /) -> CoroutineType[Any, Any, R]:
+    def run(self, args: A, exec: ToolRunContext, /) -> Awaitable[R]:
         """Call the body; a synchronous body runs in a worker thread until it returns."""
         if self._is_async:
-            # The body's own coroutine: no extra coroutine frame around it.
+            # The body's own awaitable (its coroutine): no extra coroutine frame around it.
             return self._body(args, exec)  # type: ignore[no-any-return]
-        # mypy types an ``async def`` call as Coroutine, pyright as CoroutineType.
-        return cast("CoroutineType[Any, Any, R]", self._run_sync(args, exec))  # pyright: ignore[reportUnnecessaryCast]
+        return self._run_sync(args, exec)
 
     async def _run_sync(self, args: A, exec: ToolRunContext, /) -> R:
         assert isinstance(exec, Run)
@@ -298,12 +314,19 @@ class DefinedTool(Generic[A, R]):
 
 
 @final
-class ToolDecorator:
+class ToolDecorator(Generic[OptionArgsT]):
     """What `define_tool` returns: call it with the tool body.
 
-    Overloaded so that mypy and pyright infer ``ToolDefinition[A, R]`` for both async
-    bodies (``Callable[[A, ToolRunContext], Awaitable[R]]``, tried first) and sync bodies
-    (``Callable[[A, ToolRunContext], R]``).
+    ``OptionArgsT`` is the arguments type that the ``is_concurrency_safe`` and ``render``
+    options take: ``object`` (the default) when they take any arguments or are not given,
+    so the body alone decides the arguments type. Otherwise the body must take exactly
+    that type.
+
+    ``__call__`` is overloaded so that mypy and pyright infer ``ToolDefinition[A, R]`` for
+    both async bodies (``Callable[[A, ToolRunContext], Awaitable[R]]``, tried first; a
+    ``def`` annotated ``-> Awaitable[R]`` counts as one and is awaited on the event loop)
+    and sync bodies (``Callable[[A, ToolRunContext], R]``, run in a worker thread). A
+    ``functools.partial`` or a callable object is a body like a function.
     """
 
     __slots__ = (
@@ -321,9 +344,9 @@ class ToolDecorator:
         name: str,
         description: str,
         timeout: float | None,
-        is_concurrency_safe: Callable[[Any], object] | None,
+        is_concurrency_safe: Callable[[OptionArgsT], bool] | None,
         finalize_content: Finalize | None,
-        render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None,
+        render: Callable[[OptionArgsT, JsonValue], Sequence[ContentBlock]] | None,
     ) -> None:
         self._name = name
         self._description = description
@@ -332,13 +355,27 @@ class ToolDecorator:
         self._finalize = finalize_content
         self._render = render
 
+    # contract §6: options that take any arguments leave the body to decide them ...
     @overload
     def __call__(
-        self, body: Callable[[A, ToolRunContext], Awaitable[R]], /
+        self: ToolDecorator[object], body: Callable[[B, ToolRunContext], Awaitable[R]], /
+    ) -> ToolDefinition[B, R]: ...
+
+    @overload
+    def __call__(
+        self: ToolDecorator[object], body: Callable[[B, ToolRunContext], R], /
+    ) -> ToolDefinition[B, R]: ...
+
+    # ... and options written for an arguments type make the body take that type.
+    @overload
+    def __call__(
+        self: ToolDecorator[A], body: Callable[[A, ToolRunContext], Awaitable[R]], /
     ) -> ToolDefinition[A, R]: ...
 
     @overload
-    def __call__(self, body: Callable[[A, ToolRunContext], R], /) -> ToolDefinition[A, R]: ...
+    def __call__(
+        self: ToolDecorator[A], body: Callable[[A, ToolRunContext], R], /
+    ) -> ToolDefinition[A, R]: ...
 
     def __call__(self, body: Callable[[Any, ToolRunContext], Any], /) -> ToolDefinition[Any, Any]:
         """Build the definition from ``body``'s annotations.
@@ -372,7 +409,9 @@ class ToolDecorator:
         localns = dict(caller.f_locals)
         del caller
         try:
-            hints = typing.get_type_hints(body, localns=localns, include_extras=True)
+            hints = typing.get_type_hints(
+                _annotated_callable(body), localns=localns, include_extras=True
+            )
         except Exception as error:
             raise TypeError(
                 f'tool "{name}": cannot resolve the body\'s annotations ({safe_str(error)})'
@@ -395,24 +434,31 @@ class ToolDecorator:
                 f"{safe_str(args_type)}: {safe_str(error)}"
             ) from None
         assert isinstance(schema, Mapping)
+        output_type: Any = hints.get("return")
+        is_async = inspect.iscoroutinefunction(_annotated_callable(body))
+        awaited = None if is_async else _awaited_type(output_type)
+        if awaited is not None:
+            # A ``def`` annotated ``-> Awaitable[R]`` is what both checkers take it for: an
+            # async body. It is called on the event loop and what it returns is awaited.
+            is_async, output_type = True, awaited
         output_adapter: Any = None
-        if "return" in hints and hints["return"] is not Any:
+        if output_type is not None and output_type is not Any:
             try:
-                output_adapter = TypeAdapter(hints["return"])
+                output_adapter = TypeAdapter(output_type)
             except Exception as error:
                 raise TypeError(
                     f'tool "{name}": cannot build a schema for the return type '
-                    f"{safe_str(hints['return'])}: {safe_str(error)}"
+                    f"{safe_str(output_type)}: {safe_str(error)}"
                 ) from None
         return DefinedTool(
             name=name,
             description=self._description,
             timeout=self._timeout,
             body=body,
-            is_async=_is_async_callable(body),
+            is_async=is_async,
             args_adapter=args_adapter,
             output_adapter=output_adapter,
-            output_type=hints.get("return"),
+            output_type=output_type,
             parameters=schema,
             is_concurrency_safe=self._is_concurrency_safe,
             finalize_content=self._finalize,
@@ -420,15 +466,39 @@ class ToolDecorator:
         )
 
 
+@overload
 def define_tool(
     *,
     name: str,
     description: str,
     timeout: float | None = None,
-    is_concurrency_safe: Callable[[Any], object] | None = None,
+    is_concurrency_safe: Callable[[object], bool] | None = None,
+    finalize_content: Finalize | None = None,
+    render: Callable[[object, JsonValue], Sequence[ContentBlock]] | None = None,
+) -> ToolDecorator: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    timeout: float | None = None,
+    is_concurrency_safe: Callable[[A], bool] | None = None,
+    finalize_content: Finalize | None = None,
+    render: Callable[[A, JsonValue], Sequence[ContentBlock]] | None = None,
+) -> ToolDecorator[A]: ...
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    timeout: float | None = None,
+    is_concurrency_safe: Callable[[Any], bool] | None = None,
     finalize_content: Finalize | None = None,
     render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None = None,
-) -> ToolDecorator:
+) -> ToolDecorator[Any]:
     """Define a tool from an annotated ``(args, exec)`` function, sync or async.
 
     ::
@@ -442,7 +512,8 @@ def define_tool(
         timeout: Seconds the timeout policy allows a call (positive and finite). Never part
             of `ToolRegistry.schemas`.
         is_concurrency_safe: ``(args) -> bool``; only an exact ``True`` lets a call overlap
-            others in a batch. Raising means exclusive.
+            others in a batch. Raising means exclusive. Typed against the body's arguments
+            type: written for another type, it fails to type-check (so does ``render``).
         finalize_content: ``(exec, result) -> content | None``: last word on the content of
             every result of this tool, cancellations included.
         render: ``(args, value) -> content`` for successful calls; default: the value as

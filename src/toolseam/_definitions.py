@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, final
 
@@ -51,8 +51,12 @@ class ToolDefinition(Protocol[ArgsT, ResultT]):
         """Validate the frozen arguments. Raise `ToolArgsError` when they are invalid."""
         ...
 
-    async def run(self, args: ArgsT, exec: ToolRunContext, /) -> ResultT:
-        """Run the tool body to completion (a synchronous body in a worker thread)."""
+    def run(self, args: ArgsT, exec: ToolRunContext, /) -> Awaitable[ResultT]:
+        """Run the tool body to completion (a synchronous body in a worker thread).
+
+        The registry only awaits what this returns, so an ``async def run`` and a plain
+        ``def run`` returning any awaitable both implement it.
+        """
         ...
 
     def serialize_output(self, output: ResultT, /) -> JsonValue:

@@ -1,12 +1,12 @@
 # A deliberately NON-conforming contract: the meta-test (typetests/test_broken_target.py)
 # runs every negative case of the suite against it and fails unless each one stops
 # reporting its expected error here. Every name of the default target exists (an import
-# error would make a case fail for the wrong reason); every rule of SPEC §3, §4 and §6 that
+# error would make a case fail for the wrong reason); every rule of contract §3, §4 and §6 that
 # the suite checks is broken on purpose, as a careless registry would break it.
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 ArgsT = TypeVar("ArgsT", contravariant=True)
 ResultT = TypeVar("ResultT", covariant=True)
@@ -21,6 +21,7 @@ INVALID_ARGS: Any
 INVALID_TOOL_OUTPUT: Any
 
 JsonValue: TypeAlias = Any
+ContentBlock: TypeAlias = Any
 
 class AbortSignal:
     # A public constructor, and a signal that aborts itself: any stage may cancel the call.
@@ -68,9 +69,9 @@ class ToolExecution(Protocol):
     def signal(self, value: AbortSignal | None) -> None: ...
     @signal.deleter
     def signal(self) -> None: ...
+    def defer_context(self, context: Any) -> None: ...  # any stage, any value
 
-class ToolRunContext(ToolExecution, Protocol):
-    def defer_context(self, context: Any) -> None: ...
+class ToolRunContext(ToolExecution, Protocol): ...
 
 class ToolDispatchExecution(ToolExecution, Protocol):
     @property
@@ -86,6 +87,8 @@ class ToolResult:  # one class for both outcomes: nothing to narrow
     value: Any
     error: Any
     content: Sequence[Mapping[str, Any]] = ()
+    meta: Any = None
+    additional_contexts: Any = ()
 
 ToolSuccess: TypeAlias = ToolResult
 ToolFailure: TypeAlias = ToolResult
@@ -105,7 +108,7 @@ PreDecision: TypeAlias = Any
 PostDecision: TypeAlias = Any
 Next: TypeAlias = Callable[[], Awaitable[T]]
 
-ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
+ApprovalAnswer: TypeAlias = str  # any answer at all
 
 @dataclass
 class ApprovalRequest:
@@ -116,7 +119,11 @@ class ApprovalRequest:
 class ToolDefinition(Protocol[ArgsT, ResultT]):
     @property
     def name(self) -> str: ...
-    async def run(self, args: ArgsT, exec: ToolRunContext, /) -> ResultT: ...
+    def run(self, args: ArgsT, exec: Any, /) -> Any: ...
+    def is_concurrency_safe(self, args: Any, /) -> object: ...
+
+class ToolDecorator:
+    def __call__(self, body: Callable[..., Any], /) -> ToolDefinition[Any, Any]: ...
 
 # Takes any callable and loses every inferred type.
 def define_tool(**options: Any) -> Callable[[Callable[..., Any]], ToolDefinition[Any, Any]]: ...

@@ -17,6 +17,7 @@ from toolseam import ApprovalAnswer as ApprovalAnswer
 from toolseam import ApprovalRequest as ApprovalRequest
 from toolseam import Ask as Ask
 from toolseam import Block as Block
+from toolseam import ContentBlock as ContentBlock
 from toolseam import Deny as Deny
 from toolseam import ExecutionToken as ExecutionToken
 from toolseam import JsonValue as JsonValue
@@ -24,6 +25,7 @@ from toolseam import Next as Next
 from toolseam import PostDecision as PostDecision
 from toolseam import PreDecision as PreDecision
 from toolseam import ReplaceValue as ReplaceValue
+from toolseam import ToolDecorator as ToolDecorator
 from toolseam import ToolDefinition as ToolDefinition
 from toolseam import ToolDispatchExecution as ToolDispatchExecution
 from toolseam import ToolExecution as ToolExecution
