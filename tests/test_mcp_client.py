@@ -198,6 +198,7 @@ async def test_a_pre_aborted_call_never_reaches_the_server(
     assert failure(aborted).error.info == ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
     assert isinstance(marker, ToolSuccess)
     assert [(e["event"], e.get("name")) for e in record.events()] == [
+        ("started", None),
         ("result", "echo"),
         ("exit", None),
     ]

@@ -11,7 +11,13 @@ from typing import Any, Final
 
 from .._json import JsonValue
 
-__all__ = ["CODE_META_KEY", "CONTEXTS_META_KEY", "MESSAGE_META_KEY", "plain_json"]
+__all__ = [
+    "CODE_META_KEY",
+    "CONTEXTS_META_KEY",
+    "MESSAGE_META_KEY",
+    "VALUE_META_KEY",
+    "plain_json",
+]
 
 CODE_META_KEY: Final = "toolseam/code"
 """``CallToolResult._meta`` key of a failure's code (``"ABORTED"``, ``"INVALID_ARGS"``, …)."""
@@ -21,6 +27,14 @@ MESSAGE_META_KEY: Final = "toolseam/message"
 
 CONTEXTS_META_KEY: Final = "toolseam/additional_contexts"
 """``CallToolResult._meta`` key of the result's ``additional_contexts`` (when non-empty)."""
+
+VALUE_META_KEY: Final = "toolseam/value"
+"""``CallToolResult._meta`` key of a success value that is not a JSON object.
+
+MCP's ``structuredContent`` holds objects only; any other value (a string, a number, an
+array, ``null``) travels here, so a toolseam client reads back exactly what the tool
+returned rather than the text of its content.
+"""
 
 
 def plain_json(value: JsonValue) -> Any:
