@@ -20,6 +20,9 @@ from ._client import REMOTE_TOOL_ERROR as REMOTE_TOOL_ERROR
 from ._client import McpToolDefinition as McpToolDefinition
 from ._client import RemoteToolError as RemoteToolError
 from ._client import register_mcp_tools as register_mcp_tools
+from ._gateway import mount_upstreams as mount_upstreams
+from ._http import MCP_PATH as MCP_PATH
+from ._http import serve_http as serve_http
 from ._server import call_tool_result as call_tool_result
 from ._server import create_server as create_server
 from ._server import serve_stdio as serve_stdio
@@ -27,12 +30,15 @@ from ._wire import CODE_META_KEY as CODE_META_KEY
 
 __all__ = (
     "CODE_META_KEY",
+    "MCP_PATH",
     "REMOTE_TOOL_ERROR",
     "McpToolDefinition",
     "RemoteToolError",
     "call_tool_result",
     "create_server",
+    "mount_upstreams",
     "register_mcp_tools",
+    "serve_http",
     "serve_stdio",
 )
 
