@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from mcp import ClientSession, StdioServerParameters, types
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client import Client
 
 from mcp_fixtures.policy import GATEWAY_RECORD_ENV
@@ -100,7 +100,8 @@ def stdio_gateway(a_url: str, backend: str, b: Record, gateway: Record) -> Stdio
 
 @asynccontextmanager
 async def connect(target: str | StdioServerParameters) -> AsyncGenerator[ClientSession]:
-    async with Client(target, cache=None) as client:
+    transport = target if isinstance(target, str) else stdio_client(target)
+    async with Client(transport, cache=None) as client:
         yield client.session
 
 

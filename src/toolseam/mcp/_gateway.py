@@ -34,7 +34,7 @@ from typing import Any, Final, cast, final
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
-from mcp import ClientSession, MCPError, StdioServerParameters, types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.client import Client
 
 from .._registration import Registration
@@ -129,7 +129,7 @@ class _Upstream:
             self._lost = lost = anyio.Event()
             session: ClientSession | None = None
             try:
-                async with Client(self._target, cache=None) as client:
+                async with Client(self._transport(), cache=None) as client:
                     session = client.session
                     if tools is None:
                         tools = await list_tools(session)
@@ -149,6 +149,11 @@ class _Upstream:
                 self._down("connection closed", backoff=False)
             assert self._wanted is not None  # made by `_down`
             await self._wanted.wait()
+
+    def _transport(self) -> Any:
+        # A URL as is; stdio parameters as the SDK's transport (mcp 2.0's `Client` does
+        # not take them directly).
+        return self._target if isinstance(self._target, str) else stdio_client(self._target)
 
     def _connected(self, session: ClientSession) -> None:
         self._session = session
