@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import runpy
 import shlex
 import signal
 import sys
@@ -477,3 +478,20 @@ def test_an_upstream_needs_a_name_and_a_target(capsys: pytest.CaptureFixture[str
         main(["gateway", "--upstream", "x"])
     assert exit.value.code == 2
     assert "expected NAME=URL_OR_COMMAND, got 'x'" in capsys.readouterr().err
+
+
+# -- the docs example ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # it serves an upstream with uvicorn
+async def test_the_docs_example_gateway(capsys: pytest.CaptureFixture[str]) -> None:
+    example = ROOT / "docs" / "examples" / "mcp_gateway.py"
+    source = example.read_text(encoding="utf-8")
+    promised = [
+        line.removeprefix("# -> ") for line in source.splitlines() if line.startswith("# -> ")
+    ]
+    main = runpy.run_path(str(example), run_name="example")["main"]
+    with anyio.fail_after(GUARD):
+        await main()
+    assert capsys.readouterr().out.splitlines() == promised
+    assert len(promised) == 6

@@ -1,13 +1,16 @@
-"""toolseam.mcp: serve a `ToolRegistry` over MCP, and use MCP servers' tools as toolseam tools.
+"""toolseam.mcp: serve a `ToolRegistry` over MCP, use MCP servers' tools, and a gateway.
 
 Needs the optional ``mcp`` extra (``pip install "toolseam[mcp]"``); ``import toolseam`` never
 imports it. See ``docs/mcp.md``.
 
-- Server: `serve_stdio` (or ``python -m toolseam.mcp serve MODULE:ATTR``) and
-  `create_server` for other transports. A client's ``notifications/cancelled`` aborts the
-  call's signal; the body is awaited before the request settles.
+- Server: `serve_stdio` and `serve_http` (or ``python -m toolseam.mcp serve MODULE:ATTR
+  [--http [HOST:]PORT]``), and `create_server` for other transports. A client's
+  cancellation (``notifications/cancelled``, or closing the request's stream) and a client
+  going away abort the call's signal; the body is awaited before the request settles.
 - Client: `register_mcp_tools` registers every tool of a ``mcp.ClientSession`` as a
   `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation.
+- Gateway: `mount_upstreams` (or ``python -m toolseam.mcp gateway --upstream NAME=...``)
+  registers the tools of several MCP servers in one registry, each under ``NAME_``.
 """
 
 import importlib.util as _importlib_util
