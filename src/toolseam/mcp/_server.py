@@ -162,9 +162,6 @@ class RunningCalls:
         self._closed: AbortError | None = None
         self._idle: anyio.Event | None = None
 
-    def __len__(self) -> int:
-        return len(self._controllers)
-
     def enter(self, controller: AbortController) -> None:
         """Track a call's controller; abort it at once if the server is closing."""
         if self._closed is not None:
