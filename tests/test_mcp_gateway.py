@@ -23,13 +23,14 @@ from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.client import Client
+from mcp.types import INVALID_REQUEST
 
 from mcp_fixtures.policy import GATEWAY_RECORD_ENV
 from mcp_fixtures.registry import RECORD_ENV
@@ -48,6 +49,7 @@ from mcp_fixtures.support import (
     serving,
 )
 from toolseam.mcp.__main__ import main
+from toolseam.mcp._gateway import _Upstream
 
 pytestmark = pytest.mark.filterwarnings(
     # On trio, the SDK's HTTP client leaves async generators of cancelled streams to the
@@ -495,3 +497,42 @@ async def test_the_docs_example_gateway(capsys: pytest.CaptureFixture[str]) -> N
         await main()
     assert capsys.readouterr().out.splitlines() == promised
     assert len(promised) == 6
+
+
+# -- the reconnect policy's transitions --------------------------------------------------------
+
+
+async def test_a_forgotten_session_reconnects_on_the_next_call_without_backoff() -> None:
+    """A 2025-era server that restarted answers 404 for the old session (no real one here)."""
+    upstream = _Upstream("a", "http://127.0.0.1:9/mcp")
+    old, new = cast("ClientSession", object()), cast("ClientSession", object())
+    upstream._lost = lost = anyio.Event()
+    upstream._connected(old)
+    upstream.failed(old, MCPError(code=INVALID_REQUEST, message="Session not found"))
+    assert lost.is_set()  # the supervisor closes the old connection
+    got: list[ClientSession] = []
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                got.append(await upstream.session())
+
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            assert upstream._wanted is not None
+            assert upstream._wanted.is_set()  # at once: the server answered, it is up
+            upstream._connected(new)  # what the supervisor does once it reconnected
+    assert got == [new]
+
+
+async def test_a_failed_connection_makes_calls_fail_at_once_until_the_backoff_passed() -> None:
+    upstream = _Upstream("a", "http://127.0.0.1:9/mcp")
+    upstream._down("connection lost: ConnectError: refused", backoff=True)
+    with pytest.raises(
+        ConnectionError, match=r"^upstream \"a\" is unavailable \(connection lost: "
+    ):
+        await upstream.session()
+    assert upstream._wanted is not None
+    assert not upstream._wanted.is_set()  # nothing reconnects in the background
+    upstream._down("connection lost: ConnectError: refused", backoff=True)
+    assert upstream._delay == 2.0  # doubling, from 1 s, up to 30 s

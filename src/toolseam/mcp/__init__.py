@@ -26,10 +26,10 @@ from ._client import register_mcp_tools as register_mcp_tools
 from ._gateway import mount_upstreams as mount_upstreams
 from ._http import MCP_PATH as MCP_PATH
 from ._http import serve_http as serve_http
-from ._server import call_tool_result as call_tool_result
 from ._server import create_server as create_server
 from ._server import serve_stdio as serve_stdio
 from ._wire import CODE_META_KEY as CODE_META_KEY
+from ._wire import call_tool_result as call_tool_result
 
 __all__ = (
     "CODE_META_KEY",

@@ -36,6 +36,7 @@ import anyio.lowlevel
 from anyio.abc import TaskStatus
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.client import Client
+from mcp.types import INVALID_REQUEST
 
 from .._registration import Registration
 from .._registry import ToolRegistry
@@ -45,7 +46,8 @@ __all__ = ["check_name", "mount_upstreams", "upstream_target"]
 
 _FIRST_DELAY: Final = 1.0
 _MAX_DELAY: Final = 30.0
-_SESSION_TERMINATED: Final = "Session terminated"  # the SDK's error for a 404 on a session
+# A 404 for a session: the SDK client's own message, or the SDK server's JSON-RPC error.
+_SESSION_GONE: Final = frozenset({"Session terminated", "Session not found"})
 
 
 def upstream_target(target: str | StdioServerParameters) -> str | StdioServerParameters:
@@ -211,7 +213,8 @@ class _Upstream:
 
     def failed(self, session: ClientSession, error: MCPError) -> None:
         """Drop the connection if the server no longer knows its session (it restarted)."""
-        if session is self._session and error.error.message == _SESSION_TERMINATED:
+        gone = error.error.code == INVALID_REQUEST and error.error.message in _SESSION_GONE
+        if session is self._session and gone:
             # The server answered, so it is up: the next call reconnects without delay.
             self._down("the server ended the session", backoff=False)
             if self._lost is not None:

@@ -27,7 +27,6 @@ cancelled while a later middleware awaited, before the handler was reached.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -40,34 +39,24 @@ from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
-from pydantic import TypeAdapter, ValidationError
 
 from .._definitions import ToolSchema
 from .._errors import AbortError
 from .._registry import ToolRegistry
-from .._results import ContentBlock, ToolResult
+from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput
-from ._wire import (
-    CODE_META_KEY,
-    CONTEXTS_META_KEY,
-    MESSAGE_META_KEY,
-    VALUE_META_KEY,
-    plain_json,
-)
+from ._wire import call_tool_result, plain_json
 
 __all__ = [
     "DISCONNECTED_SCOPE_KEY",
     "RunningCalls",
-    "call_tool_result",
     "create_server",
     "serve_registry",
     "serve_stdio",
 ]
 
 logger = logging.getLogger("toolseam")
-
-_CONTENT_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
 
 # `stdio_server` carries no return annotation; its streams are the SDK's private
 # `ReadStream`/`WriteStream` protocols, which `Server.run` accepts as they come.
@@ -93,57 +82,6 @@ def _tool(schema: ToolSchema) -> types.Tool:
         description=schema.description,
         input_schema=plain_json(dict(schema.parameters)),
     )
-
-
-def _content(block: ContentBlock) -> types.ContentBlock:
-    """One toolseam content block as an MCP content block.
-
-    A block that is not one of MCP's content types (text, image, audio, resource link,
-    embedded resource) travels as a text block holding its JSON, so nothing is dropped.
-    """
-    raw = plain_json(dict(block))
-    try:
-        return _CONTENT_BLOCK.validate_python(raw)
-    except ValidationError:
-        return types.TextContent(type="text", text=json.dumps(raw, ensure_ascii=False))
-
-
-def call_tool_result(result: ToolResult) -> types.CallToolResult:
-    """Map a toolseam result to the MCP ``CallToolResult`` the server answers with.
-
-    - ``content`` becomes MCP content blocks.
-    - A failure sets ``isError`` and puts its code (when it has one) under
-      ``_meta["toolseam/code"]`` and its message under ``_meta["toolseam/message"]``, so a
-      client can tell ``ABORTED`` from ``TOOL_TIMEOUT`` from ``INVALID_ARGS``.
-    - A success whose value is a JSON object also carries it as ``structuredContent`` (MCP
-      2025-06-18 and later allow only objects there). Any other value (a string, a number,
-      an array, ``null``) travels under ``_meta["toolseam/value"]``, so a toolseam client
-      gets it back exactly; other clients see the content.
-    - Non-empty ``additional_contexts`` go under ``_meta["toolseam/additional_contexts"]``.
-
-    Args:
-        result: What ``registry.execute`` returned.
-
-    Returns:
-        The MCP result.
-    """
-    content = [_content(block) for block in result.content]
-    meta: dict[str, Any] = {}
-    if result.additional_contexts:
-        meta[CONTEXTS_META_KEY] = plain_json(list(result.additional_contexts))
-    if result.is_error is True:
-        info = result.error.info
-        if info is not None:
-            meta[CODE_META_KEY] = info.code
-        meta[MESSAGE_META_KEY] = result.error.message
-        return types.CallToolResult(content=content, is_error=True, _meta=meta or None)
-    value = result.value
-    structured = None
-    if isinstance(value, Mapping):
-        structured = plain_json(value)
-    else:
-        meta[VALUE_META_KEY] = plain_json(value)
-    return types.CallToolResult(content=content, structured_content=structured, _meta=meta or None)
 
 
 @final
