@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,9 +30,17 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types.version import LATEST_HANDSHAKE_VERSION
 from typing_extensions import TypedDict
 
+import mcp_fixtures
 from mcp_fixtures.registry import RECORD_ENV
 from mcp_fixtures.registry import registry as fixture_registry
-from mcp_fixtures.support import GUARD, Record, Served, exited, http_server_command, serving
+from mcp_fixtures.support import (
+    GUARD,
+    Record,
+    Served,
+    exited,
+    http_server_command,
+    serving,
+)
 from toolseam import ToolExecution, ToolRegistry, ToolResult, ToolRunContext, define_tool
 from toolseam.mcp import serve_http
 from toolseam.mcp.__main__ import _address, main
@@ -204,6 +213,24 @@ async def test_a_client_that_disconnects_mid_call_aborts_the_body(
             "reason": "operation aborted: the MCP client closed the request's stream",
         }
     ]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_sdk_client_killed_mid_call_aborts_the_body(
+    server: Served, record: Record, era: Era, anyio_backend: str
+) -> None:
+    tag = _tag("killed", era, anyio_backend)
+    script = Path(mcp_fixtures.__file__).with_name("http_client.py")
+    argv = [sys.executable, str(script), server.url, era, tag, anyio_backend]
+    with anyio.fail_after(GUARD):
+        async with await anyio.open_process(argv, stdout=None, stderr=None) as client:
+            await record.wait_for(event="body-started", tag=tag)
+            client.kill()  # no cancellation, no DELETE: its connections just close
+            await client.wait()
+            published = await record.wait_for(event="result", tag=tag)
+    assert published["code"] == "ABORTED"
+    [saw] = record.events(event="body-saw-abort", tag=tag)
+    assert saw["reason"] == "operation aborted: the MCP client closed the request's stream"
 
 
 async def test_a_foreign_host_header_is_refused_on_loopback(server: Served) -> None:
