@@ -353,7 +353,7 @@ async def test_a_hundred_concurrent_calls_with_random_cancellations_lose_no_resu
             tag=f"load-{i}",
             upstream="ab"[i % 2],
             cancel=rng.choice(["early", "late"]) if rng.random() < 0.4 else None,
-            checkpoints=rng.randrange(0, 30),
+            checkpoints=rng.randrange(0, 2000),
         )
         for i in range(100)
     ]
@@ -434,9 +434,13 @@ async def test_a_hundred_concurrent_calls_with_random_cancellations_lose_no_resu
         if plan.cancel == "late":
             assert gateway_codes == upstream_codes == ["ABORTED"], plan
     cancelled = [p for p in plans if p.cancel]
+    early = [at_gateway[p.tag] for p in cancelled if p.cancel == "early"]
     print(
         f"{anyio_backend}: 100 calls, {len(cancelled)} cancelled "
-        f"({sum(p.cancel == 'late' for p in cancelled)} once running upstream); "
+        f"({sum(p.cancel == 'late' for p in cancelled)} once running upstream, "
+        f"{len(early)} early: {early.count([])} never reached the gateway, "
+        f"{early.count(['ABORTED_BEFORE_DISPATCH'])} ABORTED_BEFORE_DISPATCH and "
+        f"{early.count(['ABORTED'])} ABORTED there); "
         f"results published: gateway {sum(map(len, at_gateway.values()))}, "
         f"upstreams {sum(map(len, at_upstream.values()))} "
         f"(a {len(a.events(event='result'))}, b {len(b.events(event='result'))})"
