@@ -45,7 +45,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from .._errors import AbortError
 from .._registry import ToolRegistry
 from ._server import DISCONNECTED_SCOPE_KEY, RunningCalls, serve_registry
 
@@ -57,7 +56,7 @@ MCP_PATH: Final = "/mcp"
 """The path the streamable HTTP endpoint is served at."""
 
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
-_SHUTDOWN = AbortError("the MCP server is shutting down")
+_SHUTDOWN: Final = "the MCP server is shutting down"
 
 
 def _security(host: str) -> TransportSecuritySettings | None:

@@ -72,8 +72,9 @@ The HTTP server (``toolseam.mcp._http``) puts one in the scope of every request;
 handler reads it from the request the SDK attaches to the call's context.
 """
 
-_CANCELLED = AbortError("the MCP request was cancelled")
-_DISCONNECTED = AbortError("the MCP client closed the request's stream")
+# Abort reasons; each abort gets an AbortError of its own (a body may raise its reason).
+_CANCELLED: Final = "the MCP request was cancelled"
+_DISCONNECTED: Final = "the MCP client closed the request's stream"
 
 
 def _tool(schema: ToolSchema) -> types.Tool:
@@ -97,13 +98,13 @@ class RunningCalls:
 
     def __init__(self) -> None:
         self._controllers: set[AbortController] = set()
-        self._closed: AbortError | None = None
+        self._closed: str | None = None
         self._idle: anyio.Event | None = None
 
     def enter(self, controller: AbortController) -> None:
         """Track a call's controller; abort it at once if the server is closing."""
         if self._closed is not None:
-            controller.abort(self._closed)
+            controller.abort(AbortError(self._closed))
         self._controllers.add(controller)
 
     def leave(self, controller: AbortController) -> None:
@@ -112,12 +113,15 @@ class RunningCalls:
         if not self._controllers and self._idle is not None:
             self._idle.set()
 
-    def close(self, reason: AbortError) -> None:
-        """Abort every running call, and every later one, with ``reason``. Idempotent."""
+    def close(self, reason: str) -> None:
+        """Abort every running call, and every later one, with ``AbortError(reason)``.
+
+        Idempotent: the first reason stays.
+        """
         if self._closed is None:
             self._closed = reason
         for controller in list(self._controllers):
-            controller.abort(self._closed)
+            controller.abort(AbortError(self._closed))
 
     async def wait_idle(self) -> None:
         """Return once no call is running (each has published its one result)."""
@@ -162,11 +166,11 @@ async def _execute(
             if disconnected is not None:
                 await disconnected.wait()
                 if not settled:
-                    controller.abort(_DISCONNECTED)
+                    controller.abort(AbortError(_DISCONNECTED))
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             if not settled:
-                controller.abort(_CANCELLED)
+                controller.abort(AbortError(_CANCELLED))
             raise
 
     calls.enter(controller)
@@ -239,7 +243,7 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
                     ctx.request_id,
                     name,
                     params.get("arguments"),
-                    AbortSignal.aborted_signal(_CANCELLED),
+                    AbortSignal.aborted_signal(AbortError(_CANCELLED)),
                 )
                 with anyio.CancelScope(shield=True):
                     await registry.execute(call)
@@ -276,7 +280,7 @@ def serve_registry(
             # contract §5 (pre-aborted entry): the SDK cancelled the request before this
             # handler ran, so the body must not start; the registry publishes
             # ABORTED_BEFORE_DISPATCH and the cancellation goes on below.
-            controller.abort(_CANCELLED)
+            controller.abort(AbortError(_CANCELLED))
         call = _call_input(ctx.request_id, params.name, params.arguments, controller.signal)
         result = await _execute(registry, calls, call, controller, _disconnected(ctx))
         return call_tool_result(result)
