@@ -110,12 +110,19 @@ async def test_a_remote_success_keeps_value_content_and_contexts(registry: ToolR
     with anyio.fail_after(GUARD):
         echoed = await registry.execute(call("echo", {"text": "hi"}))
         point = await registry.execute(call("point", {"x": 1, "y": 2}))
+        numbers = await registry.execute(call("count", {"n": 3}))
     assert isinstance(echoed, ToolSuccess)
     assert (echoed.value, list(echoed.content)) == ("hi", [{"type": "text", "text": "hi"}])
     assert isinstance(point, ToolSuccess)
     assert point.value == {"x": 1, "y": 2}  # from structuredContent
     assert list(point.content) == [{"type": "text", "text": '{"x": 1, "y": 2}'}]
     assert list(point.additional_contexts) == [{"note": "points are integers"}]
+    # Not an object: from a toolseam server the exact value, not the text of the content.
+    assert isinstance(numbers, ToolSuccess)
+    assert (numbers.value, list(numbers.content)) == (
+        [0, 1, 2],
+        [{"type": "text", "text": "[0, 1, 2]"}],
+    )
 
 
 @pytest.mark.parametrize(
@@ -198,6 +205,7 @@ async def test_a_pre_aborted_call_never_reaches_the_server(
     assert failure(aborted).error.info == ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
     assert isinstance(marker, ToolSuccess)
     assert [(e["event"], e.get("name")) for e in record.events()] == [
+        ("started", None),
         ("result", "echo"),
         ("exit", None),
     ]

@@ -124,7 +124,7 @@ async def test_a_call_answers_with_content_and_structured_value(session: ClientS
     assert echoed.is_error is False
     assert _text(echoed) == ["hi"]
     assert echoed.structured_content is None  # a string is content, not structured content
-    assert echoed.meta is None
+    assert echoed.meta == {"toolseam/value": "hi"}  # ...and its exact value travels in _meta
     assert point.is_error is False
     assert point.structured_content == {"x": 1, "y": 2}
     assert _text(point) == ['{"x": 1, "y": 2}']

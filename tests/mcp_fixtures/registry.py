@@ -1,9 +1,9 @@
 """The registry the MCP tests serve from a subprocess.
 
 Everything observable on the server side is appended, one JSON object per line, to the file
-named by ``TOOLSEAM_MCP_RECORD``: the body of ``wait_for_abort`` starting and seeing its
-signal abort (or being torn down instead), every published result with its code, and the
-process exiting normally.
+named by ``TOOLSEAM_MCP_RECORD``: the process starting (with its pid), the bodies of
+``wait_for_abort`` and ``step`` starting and seeing their signal abort (or being torn down
+instead), every published result with its code, and the process exiting normally.
 """
 
 from __future__ import annotations
@@ -48,6 +48,15 @@ class TagArgs(TypedDict):
     tag: str
 
 
+class StepArgs(TypedDict):
+    tag: str
+    hold: bool
+
+
+class CountArgs(TypedDict):
+    n: int
+
+
 registry = ToolRegistry()
 
 
@@ -75,6 +84,25 @@ async def wait_for_abort(args: TagArgs, exec: ToolRunContext) -> str:
     return "never"
 
 
+@define_tool(name="step", description="Return the tag at once, or hold until aborted.")
+async def step(args: StepArgs, exec: ToolRunContext) -> str:
+    record(event="body-started", tag=args["tag"], call_id=exec.call_id)
+    if args["hold"]:
+        try:
+            await exec.signal.wait()
+        except anyio.get_cancelled_exc_class():
+            record(event="body-torn-down", tag=args["tag"])
+            raise
+        record(event="body-saw-abort", tag=args["tag"], reason=str(exec.signal.reason))
+        exec.signal.raise_if_aborted()
+    return args["tag"]
+
+
+@define_tool(name="count", description="Return the numbers 0 .. n-1 (a JSON array).")
+async def count(args: CountArgs, exec: ToolRunContext) -> list[int]:
+    return list(range(args["n"]))
+
+
 @define_tool(name="deadline", description="Run past its own 10 ms deadline.", timeout=0.01)
 async def deadline(args: TagArgs, exec: ToolRunContext) -> str:
     await exec.signal.wait()
@@ -91,6 +119,8 @@ async def crash(args: TagArgs, exec: ToolRunContext) -> str:
 registry.register(echo)
 registry.register(point)
 registry.register(wait_for_abort)
+registry.register(step)
+registry.register(count)
 registry.register(deadline)
 registry.register(crash)
 registry.on_execute(timeout_policy(registry))
@@ -106,4 +136,5 @@ def _published(exec: ToolExecution, result: ToolResult) -> None:
 
 
 registry.on_result(_published)
+record(event="started", pid=os.getpid())
 atexit.register(lambda: record(event="exit"))

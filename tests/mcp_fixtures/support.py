@@ -1,11 +1,16 @@
-"""Helpers for the MCP tests: start the fixture server, read what it recorded."""
+"""Helpers for the MCP tests: start the fixture servers, read what they recorded."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +25,78 @@ MODULE_TARGET = "tests.mcp_fixtures.registry:registry"
 PATH_TARGET = f"{FIXTURE}:registry"
 
 
+GUARD = 15.0  # seconds: a failure guard for every wait below, never a pacing
+_ANNOUNCED = re.compile(r"^toolseam\.mcp: serving (\S+)$", re.M)
+
+
 def server_command(target: str, backend: str) -> list[str]:
     """The argv that serves the fixture registry over stdio on ``backend``."""
     return [sys.executable, "-m", "toolseam.mcp", "serve", target, "--backend", backend]
+
+
+def http_server_command(target: str = PATH_TARGET, address: str = "127.0.0.1:0") -> list[str]:
+    """The argv that serves the fixture registry over streamable HTTP (asyncio only)."""
+    return [sys.executable, "-m", "toolseam.mcp", "serve", target, "--http", address]
+
+
+@dataclass
+class Served:
+    """A server process that announced its URL (``toolseam.mcp: serving URL``)."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+def reap(process: subprocess.Popen[bytes]) -> int:
+    """Stop a process if it still runs (SIGTERM, then SIGKILL) and return its exit status."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(timeout=GUARD)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait(timeout=GUARD)
+
+
+@contextmanager
+def serving(
+    argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[Served]:
+    """Start a server process, wait until it announces its URL, and reap it at the end.
+
+    Its stderr goes to ``log`` (a pipe nobody drains could fill and stall the server).
+    """
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            list(argv),
+            env={**os.environ, **(env or {})},
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + GUARD
+        # Another process writes the log: there is no event to wait on, only its contents.
+        while not (found := _ANNOUNCED.search(log.read_text(encoding="utf-8", errors="replace"))):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv} did not start:\n{log.read_text(errors='replace')}")
+            time.sleep(0.02)
+        yield Served(process, found.group(1), log)
+    finally:
+        reap(process)
+
+
+async def exited(process: subprocess.Popen[bytes]) -> int:
+    """The exit status of a process, once it has exited (callers bound the wait)."""
+    while (status := process.poll()) is None:  # noqa: ASYNC110 - another process, no event
+        await anyio.sleep(0.01)
+    return status
 
 
 def server_parameters(

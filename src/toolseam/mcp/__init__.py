@@ -1,13 +1,16 @@
-"""toolseam.mcp: serve a `ToolRegistry` over MCP, and use MCP servers' tools as toolseam tools.
+"""toolseam.mcp: serve a `ToolRegistry` over MCP, use MCP servers' tools, and a gateway.
 
 Needs the optional ``mcp`` extra (``pip install "toolseam[mcp]"``); ``import toolseam`` never
 imports it. See ``docs/mcp.md``.
 
-- Server: `serve_stdio` (or ``python -m toolseam.mcp serve MODULE:ATTR``) and
-  `create_server` for other transports. A client's ``notifications/cancelled`` aborts the
-  call's signal; the body is awaited before the request settles.
+- Server: `serve_stdio` and `serve_http` (or ``python -m toolseam.mcp serve MODULE:ATTR
+  [--http [HOST:]PORT]``), and `create_server` for other transports. A client's
+  cancellation (``notifications/cancelled``, or closing the request's stream) and a client
+  going away abort the call's signal; the body is awaited before the request settles.
 - Client: `register_mcp_tools` registers every tool of a ``mcp.ClientSession`` as a
   `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation.
+- Gateway: `mount_upstreams` (or ``python -m toolseam.mcp gateway --upstream NAME=...``)
+  registers the tools of several MCP servers in one registry, each under ``NAME_``.
 """
 
 import importlib.util as _importlib_util
@@ -20,19 +23,25 @@ from ._client import REMOTE_TOOL_ERROR as REMOTE_TOOL_ERROR
 from ._client import McpToolDefinition as McpToolDefinition
 from ._client import RemoteToolError as RemoteToolError
 from ._client import register_mcp_tools as register_mcp_tools
-from ._server import call_tool_result as call_tool_result
+from ._gateway import mount_upstreams as mount_upstreams
+from ._http import MCP_PATH as MCP_PATH
+from ._http import serve_http as serve_http
 from ._server import create_server as create_server
 from ._server import serve_stdio as serve_stdio
 from ._wire import CODE_META_KEY as CODE_META_KEY
+from ._wire import call_tool_result as call_tool_result
 
 __all__ = (
     "CODE_META_KEY",
+    "MCP_PATH",
     "REMOTE_TOOL_ERROR",
     "McpToolDefinition",
     "RemoteToolError",
     "call_tool_result",
     "create_server",
+    "mount_upstreams",
     "register_mcp_tools",
+    "serve_http",
     "serve_stdio",
 )
 

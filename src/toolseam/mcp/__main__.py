@@ -1,53 +1,183 @@
-"""Command line: ``python -m toolseam.mcp serve MODULE:ATTR``."""
+"""Command line: ``python -m toolseam.mcp serve MODULE:ATTR`` and ``... gateway``."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
 __all__ = ["main"]
 
+_PROG = "python -m toolseam.mcp"
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``toolseam.mcp`` command line and return its exit status."""
+
+def _address(text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` (``[::1]:8000`` for IPv6) as a host and a port; loopback by default."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT, got {text!r}")
+    return host, int(port)
+
+
+def _upstream(text: str) -> tuple[str, str]:
+    name, sep, target = text.partition("=")
+    if not sep or not name or not target.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=URL_OR_COMMAND, got {text!r}")
+    return name, target
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m toolseam.mcp",
-        description="Bridge toolseam registries and the Model Context Protocol.",
+        prog=_PROG, description="Bridge toolseam registries and the Model Context Protocol."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = commands.add_parser(
         "serve",
-        help="serve a ToolRegistry as an MCP server over stdio",
-        description="Serve the ToolRegistry named by MODULE:ATTR as an MCP server on stdin and "
-        "stdout. MODULE is a dotted module name or a path to a .py file.",
+        help="serve a ToolRegistry as an MCP server (stdio, or streamable HTTP)",
+        description="Serve the ToolRegistry named by MODULE:ATTR as an MCP server: on stdin "
+        "and stdout, or with --http over streamable HTTP at http://HOST:PORT/mcp. MODULE is "
+        "a dotted module name or a path to a .py file.",
     )
     serve.add_argument("target", metavar="MODULE:ATTR", help="where the ToolRegistry lives")
-    serve.add_argument("--name", default="toolseam", help="server name (default: toolseam)")
-    serve.add_argument(
-        "--backend",
-        choices=("asyncio", "trio"),
-        default="asyncio",
-        help="event loop to run on (default: asyncio)",
+    gateway = commands.add_parser(
+        "gateway",
+        help="serve the tools of several MCP servers as one, through one ToolRegistry",
+        description="Connect to every upstream MCP server (an http(s) URL, or a command "
+        "line to start a stdio server) and serve all their tools as one MCP server, each "
+        "under the prefix NAME_, through one ToolRegistry (see --policy).",
     )
-    args = parser.parse_args(argv)
-    # "serve" is the only command; argparse has already rejected anything else.
+    gateway.add_argument(
+        "--upstream",
+        metavar="NAME=URL_OR_COMMAND",
+        type=_upstream,
+        action="append",
+        required=True,
+        help="an upstream server; repeat for each",
+    )
+    gateway.add_argument(
+        "--policy",
+        metavar="MODULE:ATTR",
+        help="a callable that receives the gateway's ToolRegistry (to add guards, "
+        "listeners, wrappers, observers), or a ToolRegistry to use as the gateway's",
+    )
+    for command in (serve, gateway):
+        command.add_argument(
+            "--http",
+            metavar="[HOST:]PORT",
+            type=_address,
+            help="serve over streamable HTTP (host defaults to 127.0.0.1) instead of stdio",
+        )
+        command.add_argument("--name", default="toolseam", help="server name (default: toolseam)")
+        command.add_argument(
+            "--backend",
+            choices=("asyncio", "trio"),
+            default="asyncio",
+            help="event loop to run on (default: asyncio; --http needs asyncio)",
+        )
+    return parser
+
+
+class _Announce:
+    """A ``task_status`` for `serve_http` that tells the operator (and tests) the URL."""
+
+    def started(self, value: str | None = None) -> None:
+        print(f"toolseam.mcp: serving {value}", file=sys.stderr, flush=True)
+
+
+async def _serve(registry: Any, http: tuple[str, int] | None, name: str) -> None:
+    from . import serve_http, serve_stdio
+
+    if http is None:
+        await serve_stdio(registry, name=name)
+        return
+    host, port = http
+    await serve_http(registry, host=host, port=port, name=name, task_status=_Announce())
+
+
+async def _gateway(
+    upstreams: list[tuple[str, str]],
+    policy: Any,
+    http: tuple[str, int] | None,
+    name: str,
+) -> None:
+    from .. import ToolRegistry
+    from . import mount_upstreams
+
+    registry = policy if isinstance(policy, ToolRegistry) else ToolRegistry()
+    if policy is not None and not isinstance(policy, ToolRegistry):
+        outcome = policy(registry)
+        if isinstance(outcome, Awaitable):
+            await outcome
+    async with mount_upstreams(registry, dict(upstreams)) as mounted:
+        for upstream, tools in mounted.items():
+            print(f"toolseam.mcp: {upstream}: {', '.join(tools)}", file=sys.stderr, flush=True)
+        await _serve(registry, http, name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``toolseam.mcp`` command line and return its exit status."""
+    args = _parser().parse_args(argv)
+    command: str = args.command
+
+    def fail(message: str) -> int:
+        print(f"{_PROG} {command}: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.http is not None and args.backend != "asyncio":
+        return fail("--http serves with uvicorn, which runs on asyncio only")
     import anyio
 
-    from . import serve_stdio
-    from ._load import TargetError, load_registry
+    from ._load import TargetError, load_object, load_registry
 
+    run: Callable[[], Awaitable[None]]
     try:
-        registry = load_registry(args.target)
-    except TargetError as error:
-        print(f"python -m toolseam.mcp serve: error: {error}", file=sys.stderr)
-        return 2
+        if command == "serve":
+            registry = load_registry(args.target)
+            run = functools.partial(_serve, registry, args.http, args.name)
+        else:
+            from ._gateway import check_name
+
+            if len({name for name, _ in args.upstream}) != len(args.upstream):
+                return fail("every --upstream needs a name of its own")
+            for name, _ in args.upstream:
+                check_name(name)
+            from .. import ToolRegistry
+
+            policy = None if args.policy is None else load_object(args.policy)
+            if not (policy is None or callable(policy) or isinstance(policy, ToolRegistry)):
+                return fail(f"--policy {args.policy!r} is neither callable nor a ToolRegistry")
+            run = functools.partial(_gateway, args.upstream, policy, args.http, args.name)
+    except (TargetError, ValueError) as error:
+        return fail(str(error))
     try:
-        anyio.run(functools.partial(serve_stdio, registry, name=args.name), backend=args.backend)
+        anyio.run(run, backend=args.backend)
     except KeyboardInterrupt:
         return 130
+    except BaseException as error:
+        # Task groups wrap what they raise: find the OSError (a port in use, an upstream
+        # that cannot be reached) wherever it is, and report it plainly.
+        found = _find(error, OSError)
+        if found is None:
+            raise
+        print(f"{_PROG} {command}: {found}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _find(error: BaseException, kind: type[OSError]) -> OSError | None:
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        leaves: tuple[BaseException, ...] = cast("Any", error).exceptions
+        for leaf in leaves:
+            if (found := _find(leaf, kind)) is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, cast, final
+from typing import Any, Final, Protocol, cast, final
 
 import anyio
+import anyio.lowlevel
 from mcp import ClientSession, MCPError, types
 
 from .._errors import ToolArgsError, ToolError
@@ -29,12 +30,14 @@ from .._registration import Registration
 from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolResult, render_value
 from .._views import ToolExecution, ToolRunContext
-from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY
+from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY, VALUE_META_KEY
 
 __all__ = [
     "REMOTE_TOOL_ERROR",
     "McpToolDefinition",
     "RemoteToolError",
+    "SessionLink",
+    "list_tools",
     "register_mcp_tools",
 ]
 
@@ -98,6 +101,39 @@ def _meta(result: types.CallToolResult) -> Mapping[str, Any]:
     return result.meta if isinstance(result.meta, Mapping) else {}
 
 
+class SessionLink(Protocol):
+    """Where a remote tool gets the session for each call (the gateway's upstreams)."""
+
+    async def session(self) -> ClientSession:
+        """The session to call through now.
+
+        Raises:
+            ConnectionError: The server cannot be reached now (the message says why).
+        """
+        ...
+
+    def failed(self, session: ClientSession, error: MCPError) -> None:
+        """A call through ``session`` ended with a protocol error (the link may be lost)."""
+        ...
+
+
+@final
+class _FixedSession:
+    """The link of a tool bound to one session for its whole life."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: ClientSession) -> None:
+        self._session = session
+
+    async def session(self) -> ClientSession:
+        await anyio.lowlevel.checkpoint()
+        return self._session
+
+    def failed(self, session: ClientSession, error: MCPError) -> None:
+        return None
+
+
 @final
 class McpToolDefinition:
     """A `ToolDefinition` whose body calls one tool of a connected MCP ``ClientSession``.
@@ -105,13 +141,15 @@ class McpToolDefinition:
     - ``parameters`` is the remote ``inputSchema``; validating the arguments is the
       server's job (``parse_arguments`` only checks they form a JSON object).
     - ``run`` forwards ``exec.signal``: on abort it cancels the MCP request (the SDK sends
-      ``notifications/cancelled``) and raises the abort reason once the SDK has settled it,
-      so the registry reports ``ABORTED``. It never sends a request for a signal that has
-      already aborted.
-    - A result with ``isError``, or an MCP protocol error, raises `RemoteToolError`
-      (code `REMOTE_TOOL_ERROR`).
-    - A success's value is the remote ``structuredContent`` when present, else the text of
-      its text blocks joined by newlines; its content is the remote content blocks as sent.
+      ``notifications/cancelled``, or on a 2026-era streamable HTTP session closes the
+      request's stream) and raises the abort reason once the SDK has settled it, so the
+      registry reports ``ABORTED``. It never sends a request for a signal that has already
+      aborted.
+    - A result with ``isError``, or an MCP protocol error (a closed connection too),
+      raises `RemoteToolError` (code `REMOTE_TOOL_ERROR`).
+    - A success's value is the remote ``structuredContent`` when present, else a toolseam
+      server's ``_meta["toolseam/value"]``, else the text of its text blocks joined by
+      newlines; its content is the remote content blocks as sent.
       Remote ``additional_contexts`` (from a toolseam server) are deferred onto the result.
     - A call may overlap others only when the tool's ``readOnlyHint`` annotation is true.
 
@@ -121,12 +159,22 @@ class McpToolDefinition:
         name: The local tool name; defaults to the remote name.
     """
 
-    __slots__ = ("_description", "_name", "_parameters", "_read_only", "_remote_name", "_session")
+    __slots__ = ("_description", "_link", "_name", "_parameters", "_read_only", "_remote_name")
 
     def __init__(
         self, session: ClientSession, tool: types.Tool, *, name: str | None = None
     ) -> None:
-        self._session = session
+        self._setup(_FixedSession(session), tool, name)
+
+    @classmethod
+    def _linked(cls, link: SessionLink, tool: types.Tool, name: str) -> McpToolDefinition:
+        """A definition that asks ``link`` for the session of each call."""
+        self = cls.__new__(cls)
+        self._setup(link, tool, name)
+        return self
+
+    def _setup(self, link: SessionLink, tool: types.Tool, name: str | None) -> None:
+        self._link = link
         self._remote_name = tool.name
         self._name = tool.name if name is None else name
         self._description = tool.description or ""
@@ -186,6 +234,7 @@ class McpToolDefinition:
         """
         signal = exec.signal
         signal.raise_if_aborted()  # an aborted call sends nothing
+        session: ClientSession | None = None
         outcome: types.CallToolResult | None = None
         failure: Exception | None = None
         call_scope = anyio.CancelScope()
@@ -200,12 +249,17 @@ class McpToolDefinition:
             # notifications/cancelled, then re-raises, and the scope absorbs it.
             with call_scope:
                 try:
-                    outcome = await self._session.call_tool(self._remote_name, args.arguments)
+                    session = await self._link.session()
+                    outcome = await session.call_tool(self._remote_name, args.arguments)
                 except Exception as error:
                     # Raised below, outside the task group, which would wrap it in a group.
                     failure = error
             forwarder.cancel_scope.cancel()
+        if isinstance(failure, ConnectionError):  # the link has no session to offer
+            raise RemoteToolError(self._remote_name, str(failure)) from failure
         if isinstance(failure, MCPError):
+            if session is not None:
+                self._link.failed(session, failure)
             raise RemoteToolError(
                 self._remote_name, f"MCP error {failure.error.code}: {failure.error.message}"
             ) from failure
@@ -232,10 +286,19 @@ class McpToolDefinition:
         return outcome
 
     def serialize_output(self, output: types.CallToolResult, /) -> JsonValue:
-        """The value: ``structuredContent`` when present, else the joined text blocks."""
+        """The value: ``structuredContent``, else a toolseam server's ``_meta`` value, else text.
+
+        A toolseam server sends a value that is not a JSON object under
+        ``_meta["toolseam/value"]``; from any other server such a value is the text of the
+        remote text blocks, joined by newlines.
+        """
         if output.structured_content is not None:
             structured: JsonValue = output.structured_content
             return structured
+        meta = _meta(output)
+        if VALUE_META_KEY in meta:
+            value: JsonValue = meta[VALUE_META_KEY]  # JSON off the wire; the registry checks it
+            return value
         return "\n".join(_texts(output.content))
 
     def render(self, args: _RemoteCall, value: JsonValue, /) -> Sequence[ContentBlock]:
@@ -258,7 +321,8 @@ class McpToolDefinition:
         return f"<McpToolDefinition {self._name!r} -> {self._remote_name!r}>"
 
 
-async def _list_tools(session: ClientSession) -> list[types.Tool]:
+async def list_tools(session: ClientSession) -> list[types.Tool]:
+    """Every tool the server lists, following pagination."""
     tools: list[types.Tool] = []
     cursor: str | None = None
     while True:
@@ -291,7 +355,7 @@ async def register_mcp_tools(
         ValueError: A tool of the same local name is already registered.
         mcp.MCPError: The server failed ``tools/list``.
     """
-    tools = await _list_tools(session)
+    tools = await list_tools(session)
     registrations: list[Registration] = []
     try:
         for tool in tools:

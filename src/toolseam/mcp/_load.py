@@ -1,4 +1,4 @@
-"""Find the `ToolRegistry` that ``python -m toolseam.mcp serve MODULE:ATTR`` names."""
+"""Find what a ``MODULE:ATTR`` on the ``python -m toolseam.mcp`` command line names."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 from .._registry import ToolRegistry
 
-__all__ = ["TargetError", "load_registry"]
+__all__ = ["TargetError", "load_object", "load_registry"]
 
 
 class TargetError(Exception):
-    """``MODULE:ATTR`` does not name a `ToolRegistry`; the message says why."""
+    """``MODULE:ATTR`` does not name what it must; the message says why."""
 
 
 def _import_path(path: Path) -> object:
@@ -33,14 +33,14 @@ def _import_path(path: Path) -> object:
     return module
 
 
-def load_registry(target: str) -> ToolRegistry:
-    """Import ``MODULE:ATTR`` and return the `ToolRegistry` it names.
+def load_object(target: str) -> object:
+    """Import ``MODULE:ATTR`` and return the object it names.
 
     ``MODULE`` is a dotted module name (imported like ``python -m`` would, with the current
     directory on ``sys.path``) or a path to a ``.py`` file; ``ATTR`` may be dotted.
 
     Raises:
-        TargetError: The target is malformed, cannot be imported, or is not a registry.
+        TargetError: The target is malformed or cannot be imported.
     """
     module_part, sep, attr_part = target.rpartition(":")
     if not sep or not module_part or not attr_part:
@@ -60,6 +60,16 @@ def load_registry(target: str) -> ToolRegistry:
             value = getattr(value, attr)
         except AttributeError:
             raise TargetError(f"{module_part!r} has no attribute {attr_part!r}") from None
+    return value
+
+
+def load_registry(target: str) -> ToolRegistry:
+    """Import ``MODULE:ATTR`` and return the `ToolRegistry` it names (see `load_object`).
+
+    Raises:
+        TargetError: The target is malformed, cannot be imported, or is not a registry.
+    """
+    value = load_object(target)
     if not isinstance(value, ToolRegistry):
         raise TargetError(f"{target!r} is a {type(value).__name__}, not a toolseam.ToolRegistry")
     return value

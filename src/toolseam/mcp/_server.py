@@ -6,45 +6,57 @@ the MCP request id as ``call_id``.
 How a client's cancellation reaches the tool body. The SDK (``mcp`` 2.x,
 ``mcp.shared.jsonrpc_dispatcher``) applies an inbound ``notifications/cancelled`` by
 cancelling the anyio cancel scope of the request's handler task ("interrupt" mode, the only
-one the stdio server uses), and it never writes a response for a request the peer cancelled.
-Left alone, that would deliver *host* cancellation into the registry: the body would be torn
-down at its next checkpoint rather than told to stop. So the handler runs the registry call
-in a shielded scope and keeps one unshielded watcher task beside it: when the SDK cancels
-the handler's scope (a cancelled request, or the connection shutting down), the watcher is
-what gets cancelled, and it aborts the call's controller. The body observes ``exec.signal``
-aborting, winds down cooperatively, the registry publishes ``ABORTED`` (or
-``ABORTED_BEFORE_DISPATCH``), and only then does the handler let the SDK's cancellation
-propagate. A body is never abandoned: the handler returns only after it has settled.
+one its servers use); the streamable HTTP transport does the same when a 2026-era client
+closes the request's stream, and every transport does it to every running handler when the
+connection closes. Left alone, that would deliver *host* cancellation into the registry:
+the body would be torn down at its next checkpoint rather than told to stop. So the handler
+runs the registry call in a shielded scope and keeps one unshielded watcher task beside it:
+when the SDK cancels the handler's scope, the watcher is what gets cancelled, and it aborts
+the call's controller. The body observes ``exec.signal`` aborting, winds down
+cooperatively, the registry publishes ``ABORTED`` (or ``ABORTED_BEFORE_DISPATCH``), and only
+then does the handler let the SDK's cancellation propagate. A body is never abandoned: the
+handler returns only after it has settled.
+
+A request the SDK cancelled before the handler ran still publishes one result: the handler
+checks, before its first checkpoint, whether its scope is already cancelled and then enters
+the registry with an aborted signal (``ABORTED_BEFORE_DISPATCH``, no stage runs); and
+`_publish_unreached`, the server's outermost middleware, does the same for a request
+cancelled while a later middleware awaited, before the handler was reached.
 """
 
 from __future__ import annotations
 
-import json
+import contextvars
 import logging
+import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, cast
+from typing import Any, Final, cast, final
 
 import anyio
+import anyio.lowlevel
 from mcp import types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
-from pydantic import TypeAdapter, ValidationError
 
 from .._definitions import ToolSchema
 from .._errors import AbortError
 from .._registry import ToolRegistry
-from .._results import ContentBlock, ToolResult
-from .._signals import AbortController
+from .._results import ToolResult
+from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput
-from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY, plain_json
+from ._wire import call_tool_result, plain_json
 
-__all__ = ["call_tool_result", "create_server", "serve_stdio"]
+__all__ = [
+    "DISCONNECTED_SCOPE_KEY",
+    "RunningCalls",
+    "create_server",
+    "serve_registry",
+    "serve_stdio",
+]
 
 logger = logging.getLogger("toolseam")
-
-_CONTENT_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
 
 # `stdio_server` carries no return annotation; its streams are the SDK's private
 # `ReadStream`/`WriteStream` protocols, which `Server.run` accepts as they come.
@@ -52,6 +64,17 @@ _stdio_server = cast(
     "Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]]",
     stdio_server,
 )
+
+DISCONNECTED_SCOPE_KEY: Final = "toolseam.mcp.disconnected"
+"""ASGI scope key of an `anyio.Event` set when the HTTP client of the request goes away.
+
+The HTTP server (``toolseam.mcp._http``) puts one in the scope of every request; the
+handler reads it from the request the SDK attaches to the call's context.
+"""
+
+# Abort reasons; each abort gets an AbortError of its own (a body may raise its reason).
+_CANCELLED: Final = "the MCP request was cancelled"
+_DISCONNECTED: Final = "the MCP client closed the request's stream"
 
 
 def _tool(schema: ToolSchema) -> types.Tool:
@@ -62,87 +85,215 @@ def _tool(schema: ToolSchema) -> types.Tool:
     )
 
 
-def _content(block: ContentBlock) -> types.ContentBlock:
-    """One toolseam content block as an MCP content block.
+@final
+class RunningCalls:
+    """The ``tools/call`` requests one server is running, so that it can stop them all.
 
-    A block that is not one of MCP's content types (text, image, audio, resource link,
-    embedded resource) travels as a text block holding its JSON, so nothing is dropped.
+    `close` aborts every running call and every call that starts afterwards (it enters
+    the registry already aborted); `wait_idle` returns once none is running. Used from the
+    event loop's thread only.
     """
-    raw = plain_json(dict(block))
-    try:
-        return _CONTENT_BLOCK.validate_python(raw)
-    except ValidationError:
-        return types.TextContent(type="text", text=json.dumps(raw, ensure_ascii=False))
+
+    __slots__ = ("_closed", "_controllers", "_idle")
+
+    def __init__(self) -> None:
+        self._controllers: set[AbortController] = set()
+        self._closed: str | None = None
+        self._idle: anyio.Event | None = None
+
+    def enter(self, controller: AbortController) -> None:
+        """Track a call's controller; abort it at once if the server is closing."""
+        if self._closed is not None:
+            controller.abort(AbortError(self._closed))
+        self._controllers.add(controller)
+
+    def leave(self, controller: AbortController) -> None:
+        """Stop tracking a call that has published its result."""
+        self._controllers.discard(controller)
+        if not self._controllers and self._idle is not None:
+            self._idle.set()
+
+    def close(self, reason: str) -> None:
+        """Abort every running call, and every later one, with ``AbortError(reason)``.
+
+        Idempotent: the first reason stays.
+        """
+        if self._closed is None:
+            self._closed = reason
+        for controller in list(self._controllers):
+            controller.abort(AbortError(self._closed))
+
+    async def wait_idle(self) -> None:
+        """Return once no call is running (each has published its one result)."""
+        await anyio.lowlevel.checkpoint()
+        while self._controllers:
+            self._idle = anyio.Event()
+            await self._idle.wait()
 
 
-def call_tool_result(result: ToolResult) -> types.CallToolResult:
-    """Map a toolseam result to the MCP ``CallToolResult`` the server answers with.
+def _disconnected(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
+    scope: object = getattr(ctx.request, "scope", None)  # a starlette Request on HTTP
+    if not isinstance(scope, Mapping):
+        return None
+    event: object = cast("Mapping[str, object]", scope).get(DISCONNECTED_SCOPE_KEY)
+    return event if isinstance(event, anyio.Event) else None
 
-    - ``content`` becomes MCP content blocks.
-    - A failure sets ``isError`` and puts its code (when it has one) under
-      ``_meta["toolseam/code"]`` and its message under ``_meta["toolseam/message"]``, so a
-      client can tell ``ABORTED`` from ``TOOL_TIMEOUT`` from ``INVALID_ARGS``.
-    - A success whose value is a JSON object also carries it as ``structuredContent`` (MCP
-      2025-06-18 and 2025-11-25 allow only objects there); other values travel as content.
-    - Non-empty ``additional_contexts`` go under ``_meta["toolseam/additional_contexts"]``.
 
-    Args:
-        result: What ``registry.execute`` returned.
-
-    Returns:
-        The MCP result.
-    """
-    content = [_content(block) for block in result.content]
-    meta: dict[str, Any] = {}
-    if result.additional_contexts:
-        meta[CONTEXTS_META_KEY] = plain_json(list(result.additional_contexts))
-    if result.is_error is True:
-        info = result.error.info
-        if info is not None:
-            meta[CODE_META_KEY] = info.code
-        meta[MESSAGE_META_KEY] = result.error.message
-        return types.CallToolResult(content=content, is_error=True, _meta=meta or None)
-    value = result.value
-    structured = plain_json(value) if isinstance(value, Mapping) else None
-    return types.CallToolResult(content=content, structured_content=structured, _meta=meta or None)
+def _cancelled_already() -> bool:
+    """Whether the current task's cancel scope is cancelled (checked without a checkpoint)."""
+    return anyio.current_effective_deadline() == -math.inf
 
 
 async def _execute(
-    registry: ToolRegistry, call_id: str, name: str, arguments: object
+    registry: ToolRegistry,
+    calls: RunningCalls,
+    call: ToolExecutionInput,
+    controller: AbortController,
+    disconnected: anyio.Event | None,
 ) -> ToolResult:
     """Run one call to quiescence, turning the SDK's cancellation into an abort.
 
     See the module docstring: the registry call is shielded from the handler's cancel scope;
     the watcher task is not, so a cancelled request (or a closing connection) cancels the
-    watcher, which aborts the controller. Cancellation is re-raised once the call settled.
+    watcher, which aborts the controller. A client that disconnects aborts it too.
+    Cancellation is re-raised once the call settled.
     """
-    controller = AbortController()
-    call = ToolExecutionInput(
-        call_id=call_id, name=name, arguments=arguments, signal=controller.signal
-    )
     settled = False
     result: ToolResult | None = None
 
     async def abort_when_cancelled() -> None:
         try:
+            if disconnected is not None:
+                await disconnected.wait()
+                if not settled:
+                    controller.abort(AbortError(_DISCONNECTED))
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             if not settled:
-                controller.abort(AbortError("the MCP request was cancelled"))
+                controller.abort(AbortError(_CANCELLED))
             raise
 
-    async with anyio.create_task_group() as watcher:
-        watcher.start_soon(abort_when_cancelled)
-        # Not a race: the shield keeps the SDK's cancellation away from the body, which is
-        # awaited to completion; the abort reaches it through its signal instead.
-        with anyio.CancelScope(shield=True):
-            result = await registry.execute(call)
-        settled = True
-        watcher.cancel_scope.cancel()
+    calls.enter(controller)
+    try:
+        async with anyio.create_task_group() as watcher:
+            watcher.start_soon(abort_when_cancelled)
+            # Not a race: the shield keeps the SDK's cancellation away from the body, which
+            # is awaited to completion; the abort reaches it through its signal instead.
+            with anyio.CancelScope(shield=True):
+                result = await registry.execute(call)
+            settled = True
+            watcher.cancel_scope.cancel()
+    finally:
+        calls.leave(controller)
     # If the SDK cancelled this request, leaving the task group above re-raised that
     # cancellation: the SDK then answers nothing (a cancelled request) or CONNECTION_CLOSED.
     assert result is not None  # nothing cancels the shielded scope itself
     return result
+
+
+@final
+class _Entry:
+    """Whether the ``tools/call`` handler took over the request (see `_publish_unreached`)."""
+
+    __slots__ = ("reached",)
+
+    def __init__(self) -> None:
+        self.reached = False
+
+
+_ENTRY: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
+    "toolseam_mcp_entry", default=None
+)
+
+
+def _call_input(
+    request_id: object, name: str, arguments: object, signal: AbortSignal
+) -> ToolExecutionInput:
+    return ToolExecutionInput(
+        call_id=str(request_id),
+        name=name,
+        arguments={} if arguments is None else arguments,
+        signal=signal,
+    )
+
+
+def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
+    """The outermost middleware: one result for a call cancelled before its handler ran.
+
+    The SDK runs a request's middleware chain and handler in the request's task, with no
+    checkpoint of its own in front of the first middleware (``mcp`` 2.x: the dispatcher's
+    ``_handle_request`` and ``ServerRunner._on_request``). A middleware behind this one
+    may await, and a cancellation delivered there never reaches the handler; this one
+    then enters the registry with an aborted signal, so the call still publishes
+    ``ABORTED_BEFORE_DISPATCH`` (no stage runs, exactly as for a pre-aborted call).
+    """
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        entry = _Entry()
+        token = _ENTRY.set(entry)
+        try:
+            return await call_next(ctx)
+        except anyio.get_cancelled_exc_class():
+            params = ctx.params or {}
+            name = params.get("name")
+            if not entry.reached and isinstance(name, str):
+                call = _call_input(
+                    ctx.request_id,
+                    name,
+                    params.get("arguments"),
+                    AbortSignal.aborted_signal(AbortError(_CANCELLED)),
+                )
+                with anyio.CancelScope(shield=True):
+                    await registry.execute(call)
+            raise
+        finally:
+            _ENTRY.reset(token)
+
+    return middleware
+
+
+def serve_registry(
+    registry: ToolRegistry,
+    calls: RunningCalls,
+    *,
+    name: str,
+    version: str,
+    instructions: str | None,
+) -> Server[Any]:
+    """`create_server`, with the caller's `RunningCalls` (to stop every call at shutdown)."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_tool(schema) for schema in registry.schemas()])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        entry = _ENTRY.get()
+        if entry is not None:
+            entry.reached = True
+        controller = AbortController()
+        if _cancelled_already():
+            # contract §5 (pre-aborted entry): the SDK cancelled the request before this
+            # handler ran, so the body must not start; the registry publishes
+            # ABORTED_BEFORE_DISPATCH and the cancellation goes on below.
+            controller.abort(AbortError(_CANCELLED))
+        call = _call_input(ctx.request_id, params.name, params.arguments, controller.signal)
+        result = await _execute(registry, calls, call, controller, _disconnected(ctx))
+        return call_tool_result(result)
+
+    server: Server[Any] = Server(
+        name,
+        version=version,
+        instructions=instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    server.middleware.insert(0, _publish_unreached(registry))
+    return server
 
 
 def create_server(
@@ -159,11 +310,14 @@ def create_server(
     ``tools/call`` runs ``registry.execute`` with a fresh `AbortController` and the MCP
     request id as ``call_id``; the answer is `call_tool_result` of the one result the
     registry published (an unknown tool is an ``UNKNOWN_TOOL`` result, not a protocol
-    error). A ``notifications/cancelled`` for the request aborts that controller; the
-    request is then left unanswered, as MCP prescribes, once the body has settled.
+    error). A ``notifications/cancelled`` for the request (or, over streamable HTTP, the
+    client closing the request's stream or going away) aborts that controller; a cancelled
+    request is then left unanswered, as MCP prescribes, once the body has settled. A
+    request cancelled before its handler ran publishes ``ABORTED_BEFORE_DISPATCH``.
 
-    Use it for transports other than stdio (``server.streamable_http_app()``, or
-    ``server.run(read, write, server.create_initialization_options())``).
+    Use `serve_stdio` or `serve_http` to run it; for another transport, run it yourself
+    (``server.run(read, write, server.create_initialization_options())``). Its first
+    middleware is toolseam's own: add yours after it (``server.middleware.append``).
 
     Args:
         registry: The registry to serve.
@@ -174,25 +328,8 @@ def create_server(
     Returns:
         The server; it holds no connection until run.
     """
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_tool(schema) for schema in registry.schemas()])
-
-    async def call_tool(
-        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        arguments: object = {} if params.arguments is None else params.arguments
-        result = await _execute(registry, str(ctx.request_id), params.name, arguments)
-        return call_tool_result(result)
-
-    return Server(
-        name,
-        version=version,
-        instructions=instructions,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
+    return serve_registry(
+        registry, RunningCalls(), name=name, version=version, instructions=instructions
     )
 
 

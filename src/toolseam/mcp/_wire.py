@@ -1,4 +1,4 @@
-"""What a toolseam result looks like on the MCP wire: the ``_meta`` keys and JSON helpers.
+"""What a toolseam result looks like on the MCP wire: `call_tool_result`, the ``_meta`` keys.
 
 Both sides of the bridge import these, so a toolseam client reading a toolseam server's
 results agrees with it on every key.
@@ -7,11 +7,23 @@ results agrees with it on every key.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final
 
-from .._json import JsonValue
+from mcp import types
+from pydantic import TypeAdapter, ValidationError
 
-__all__ = ["CODE_META_KEY", "CONTEXTS_META_KEY", "MESSAGE_META_KEY", "plain_json"]
+from .._json import JsonValue
+from .._results import ContentBlock, ToolResult
+
+__all__ = [
+    "CODE_META_KEY",
+    "CONTEXTS_META_KEY",
+    "MESSAGE_META_KEY",
+    "VALUE_META_KEY",
+    "call_tool_result",
+    "plain_json",
+]
 
 CODE_META_KEY: Final = "toolseam/code"
 """``CallToolResult._meta`` key of a failure's code (``"ABORTED"``, ``"INVALID_ARGS"``, …)."""
@@ -22,6 +34,14 @@ MESSAGE_META_KEY: Final = "toolseam/message"
 CONTEXTS_META_KEY: Final = "toolseam/additional_contexts"
 """``CallToolResult._meta`` key of the result's ``additional_contexts`` (when non-empty)."""
 
+VALUE_META_KEY: Final = "toolseam/value"
+"""``CallToolResult._meta`` key of a success value that is not a JSON object.
+
+MCP's ``structuredContent`` holds objects only; any other value (a string, a number, an
+array, ``null``) travels here, so a toolseam client reads back exactly what the tool
+returned rather than the text of its content.
+"""
+
 
 def plain_json(value: JsonValue) -> Any:
     """A plain ``dict``/``list`` copy of a frozen JSON snapshot, for the SDK's models.
@@ -30,3 +50,57 @@ def plain_json(value: JsonValue) -> Any:
     may copy or coerce what it is given, so the SDK gets plain containers instead.
     """
     return json.loads(json.dumps(value))
+
+
+_CONTENT_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
+
+
+def _content(block: ContentBlock) -> types.ContentBlock:
+    """One toolseam content block as an MCP content block.
+
+    A block that is not one of MCP's content types (text, image, audio, resource link,
+    embedded resource) travels as a text block holding its JSON, so nothing is dropped.
+    """
+    raw = plain_json(dict(block))
+    try:
+        return _CONTENT_BLOCK.validate_python(raw)
+    except ValidationError:
+        return types.TextContent(type="text", text=json.dumps(raw, ensure_ascii=False))
+
+
+def call_tool_result(result: ToolResult) -> types.CallToolResult:
+    """Map a toolseam result to the MCP ``CallToolResult`` the server answers with.
+
+    - ``content`` becomes MCP content blocks.
+    - A failure sets ``isError`` and puts its code (when it has one) under
+      ``_meta["toolseam/code"]`` and its message under ``_meta["toolseam/message"]``, so a
+      client can tell ``ABORTED`` from ``TOOL_TIMEOUT`` from ``INVALID_ARGS``.
+    - A success whose value is a JSON object also carries it as ``structuredContent`` (MCP
+      2025-06-18 and later allow only objects there). Any other value (a string, a number,
+      an array, ``null``) travels under ``_meta["toolseam/value"]``, so a toolseam client
+      gets it back exactly; other clients see the content.
+    - Non-empty ``additional_contexts`` go under ``_meta["toolseam/additional_contexts"]``.
+
+    Args:
+        result: What ``registry.execute`` returned.
+
+    Returns:
+        The MCP result.
+    """
+    content = [_content(block) for block in result.content]
+    meta: dict[str, Any] = {}
+    if result.additional_contexts:
+        meta[CONTEXTS_META_KEY] = plain_json(list(result.additional_contexts))
+    if result.is_error is True:
+        info = result.error.info
+        if info is not None:
+            meta[CODE_META_KEY] = info.code
+        meta[MESSAGE_META_KEY] = result.error.message
+        return types.CallToolResult(content=content, is_error=True, _meta=meta or None)
+    value = result.value
+    structured = None
+    if isinstance(value, Mapping):
+        structured = plain_json(value)
+    else:
+        meta[VALUE_META_KEY] = plain_json(value)
+    return types.CallToolResult(content=content, structured_content=structured, _meta=meta or None)

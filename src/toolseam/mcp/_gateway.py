@@ -1,0 +1,296 @@
+"""The gateway: the tools of several MCP servers in one registry, `mount_upstreams`.
+
+``python -m toolseam.mcp gateway`` mounts every upstream in one `ToolRegistry` and serves
+that registry (over stdio or streamable HTTP), so its guards, listeners, wrappers and
+observers apply to every upstream's calls in one place. A call crosses two hops::
+
+    client --(MCP: hop 1)--> gateway server --> registry --> McpToolDefinition body
+                                                                 |
+    upstream body <-- upstream registry <-- upstream server <-(MCP: hop 2)
+
+and a cancellation travels the same way: the client cancels (hop 1), the gateway's server
+aborts the call's signal, the remote tool's body sees it and cancels its request (hop 2),
+the upstream server aborts its body's signal (see ``_server`` and ``_client``).
+
+Connections. Each upstream is held by a task of its own (`_Upstream.run`) through the
+SDK's ``Client``, which negotiates the protocol era itself (``server/discover``, falling
+back to ``initialize``). A stdio upstream is started once: when its process exits, its
+calls fail at once with ``REMOTE_TOOL_ERROR`` (the SDK closes the session) and it is not
+restarted. An HTTP upstream reconnects on demand (`_Upstream.session`): when its
+connection is lost (the transport failed, or the server forgot the session), the next
+call opens a new one; if that fails, calls fail at once until a backoff delay has passed
+(1 s, doubling to 30 s, reset by a success). A call in flight when its connection is
+lost fails with ``REMOTE_TOOL_ERROR`` and is never re-sent: tool calls are not idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Final, cast, final
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import TaskStatus
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
+from mcp.client import Client
+from mcp.types import INVALID_REQUEST
+
+from .._registration import Registration
+from .._registry import ToolRegistry
+from ._client import McpToolDefinition, list_tools
+
+__all__ = ["check_name", "mount_upstreams", "upstream_target"]
+
+_FIRST_DELAY: Final = 1.0
+_MAX_DELAY: Final = 30.0
+# A 404 for a session: the SDK client's own message, or the SDK server's JSON-RPC error.
+_SESSION_GONE: Final = frozenset({"Session terminated", "Session not found"})
+
+
+def upstream_target(target: str | StdioServerParameters) -> str | StdioServerParameters:
+    """An HTTP URL as is; a command line as stdio parameters (run like a shell would).
+
+    The command runs with the gateway's environment and working directory.
+
+    Raises:
+        ValueError: The command line is empty or cannot be split.
+    """
+    if isinstance(target, StdioServerParameters) or target.startswith(("http://", "https://")):
+        return target
+    argv = shlex.split(target)
+    if not argv:
+        raise ValueError(f"empty upstream command: {target!r}")
+    return StdioServerParameters(
+        command=argv[0], args=argv[1:], env=dict(os.environ), cwd=os.getcwd()
+    )
+
+
+def _describe(error: BaseException) -> str:
+    """The first leaf of an exception (group), as ``Type: message``."""
+    while isinstance(error, BaseExceptionGroup):
+        leaves: tuple[BaseException, ...] = cast("Any", error).exceptions
+        error = leaves[0]
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+@final
+class _Upstream:
+    """One upstream server: the task that holds its connection, and the link its tools use.
+
+    Implements ``_client.SessionLink``. States: connected (``_session`` set), down (no
+    session; ``_wanted`` is set by the first call that wants one once ``_next_attempt``
+    has passed, and ``_attempt`` is set when that reconnect is over), closed. Used from
+    the event loop's thread only; each transition happens without a checkpoint.
+    """
+
+    __slots__ = (
+        "_attempt",
+        "_closing",
+        "_delay",
+        "_lost",
+        "_next_attempt",
+        "_reason",
+        "_session",
+        "_shown",
+        "_target",
+        "_wanted",
+        "name",
+    )
+
+    def __init__(self, name: str, target: str | StdioServerParameters) -> None:
+        self.name = name
+        self._target = target
+        shown = target if isinstance(target, str) else shlex.join([target.command, *target.args])
+        self._shown = shown
+        self._session: ClientSession | None = None
+        self._closing = anyio.Event()  # made in the event loop: `mount_upstreams` builds these
+        self._reason = "not connected"
+        self._delay = 0.0
+        self._next_attempt = 0.0
+        # Events are made inside the event loop (by `run` and the transitions):
+        self._lost: anyio.Event | None = None  # set to end the current connection
+        self._wanted: anyio.Event | None = None  # set by a call that needs a connection
+        self._attempt: anyio.Event | None = None  # set when a reconnect attempt is over
+
+    async def run(self, *, task_status: TaskStatus[list[types.Tool]]) -> None:
+        """Connect, report the tools, and hold the connection until `close`.
+
+        An HTTP upstream whose connection is lost waits for a call to want it back, then
+        reconnects. Failing to connect the first time raises; later failures only set
+        the reason the upstream's calls fail with.
+
+        Raises:
+            ConnectionError: The first connection failed.
+        """
+        tools: list[types.Tool] | None = None
+        while not self._closing.is_set():
+            self._lost = lost = anyio.Event()
+            session: ClientSession | None = None
+            try:
+                async with Client(self._transport(), cache=None) as client:
+                    session = client.session
+                    if tools is None:
+                        tools = await list_tools(session)
+                        task_status.started(tools)
+                    self._connected(session)
+                    await lost.wait()
+            except Exception as error:
+                if tools is None:
+                    raise ConnectionError(
+                        f'upstream "{self.name}" ({self._shown}): {_describe(error)}'
+                    ) from error
+                if self._session is session:  # not yet marked down by `failed`
+                    self._down(f"connection lost: {_describe(error)}", backoff=True)
+            if self._closing.is_set() or not isinstance(self._target, str):
+                return  # a stdio upstream is never restarted
+            if self._session is session:
+                self._down("connection closed", backoff=False)
+            assert self._wanted is not None  # made by `_down`
+            await self._wanted.wait()
+
+    def _transport(self) -> Any:
+        # A URL as is; stdio parameters as the SDK's transport (mcp 2.0's `Client` does
+        # not take them directly).
+        return self._target if isinstance(self._target, str) else stdio_client(self._target)
+
+    def _connected(self, session: ClientSession) -> None:
+        self._session = session
+        self._delay = 0.0
+        self._settle_attempt()
+
+    def _down(self, reason: str, *, backoff: bool) -> None:
+        self._session = None
+        self._reason = reason
+        self._wanted = anyio.Event()
+        if backoff:
+            self._delay = min(_MAX_DELAY, self._delay * 2) if self._delay else _FIRST_DELAY
+            self._next_attempt = anyio.current_time() + self._delay
+        else:
+            self._next_attempt = 0.0
+        self._settle_attempt()
+
+    def _settle_attempt(self) -> None:
+        attempt, self._attempt = self._attempt, None
+        if attempt is not None:
+            attempt.set()
+
+    def close(self) -> None:
+        """End the connection; `run` returns once the SDK has closed it. Idempotent."""
+        self._closing.set()
+        self._session = None
+        self._reason = "the gateway is shutting down"
+        self._settle_attempt()
+        for event in (self._lost, self._wanted):
+            if event is not None:
+                event.set()
+
+    async def session(self) -> ClientSession:
+        """The session to call through, reconnecting an HTTP upstream if it was lost.
+
+        Raises:
+            ConnectionError: The upstream is unavailable; the message says why.
+        """
+        await anyio.lowlevel.checkpoint()
+        if self._session is None and not self._closing.is_set() and isinstance(self._target, str):
+            if self._attempt is None:
+                wait = self._next_attempt - anyio.current_time()
+                if wait > 0:
+                    raise ConnectionError(
+                        f'upstream "{self.name}" is unavailable ({self._reason}); '
+                        f"next reconnect in {wait:.1f}s"
+                    )
+                self._attempt = anyio.Event()
+                if self._wanted is not None:
+                    self._wanted.set()
+            await self._attempt.wait()
+        if self._session is None:
+            raise ConnectionError(f'upstream "{self.name}" is unavailable ({self._reason})')
+        return self._session
+
+    def failed(self, session: ClientSession, error: MCPError) -> None:
+        """Drop the connection if the server no longer knows its session (it restarted)."""
+        gone = error.error.code == INVALID_REQUEST and error.error.message in _SESSION_GONE
+        if session is self._session and gone:
+            # The server answered, so it is up: the next call reconnects without delay.
+            self._down("the server ended the session", backoff=False)
+            if self._lost is not None:
+                self._lost.set()
+
+
+def check_name(name: str) -> None:
+    """Check an upstream's name makes a usable tool-name prefix.
+
+    Raises:
+        ValueError: The name is empty or has a character other than letters, digits,
+            ``_``, ``-`` and ``.``.
+    """
+    if not name or not all(c.isalnum() or c in "_-." for c in name):
+        raise ValueError(f"upstream name must be letters, digits, '_', '-' or '.': {name!r}")
+
+
+@asynccontextmanager
+async def mount_upstreams(
+    registry: ToolRegistry, upstreams: Mapping[str, str | StdioServerParameters]
+) -> AsyncGenerator[dict[str, list[str]]]:
+    """Connect to MCP servers and register their tools, each under the prefix ``NAME_``.
+
+    Every upstream is connected (in order) and its tools are listed once; each becomes an
+    `McpToolDefinition` named ``NAME_`` + remote name, so a call through ``registry``
+    reaches that upstream, and aborting its signal cancels the remote call. The
+    connections are held until the context exits; then the tools are unregistered and
+    the connections closed (a stdio upstream's process is stopped). An upstream that
+    goes away fails only its own calls (``REMOTE_TOOL_ERROR``); an HTTP upstream
+    reconnects on the next call (see ``docs/mcp.md``, "Reconnecting").
+
+    Args:
+        registry: Where to register the tools.
+        upstreams: Upstream name to server: an ``http(s)://`` URL (streamable HTTP), a
+            command line (a stdio server, started with this process's environment and
+            working directory), or ``mcp.StdioServerParameters``.
+
+    Yields:
+        Each upstream's name and its tools' local names, in order.
+
+    Raises:
+        ValueError: An upstream name is not letters, digits, ``_``, ``-`` or ``.``; a
+            command line is empty; or a local tool name is already registered.
+        ConnectionError: An upstream cannot be reached at startup; nothing stays mounted.
+    """
+    links = [(name, upstream_target(target)) for name, target in upstreams.items()]
+    for name, _ in links:
+        check_name(name)
+    mounted: dict[str, list[str]] = {}
+    registrations: list[Registration] = []
+    connected: list[_Upstream] = []
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        try:
+            for name, target in links:
+                upstream = _Upstream(name, target)
+                try:
+                    tools = await tg.start(upstream.run)
+                    connected.append(upstream)
+                    local: list[str] = []
+                    for tool in tools:
+                        local_name = f"{name}_{tool.name}"
+                        definition = McpToolDefinition._linked(upstream, tool, local_name)
+                        registrations.append(registry.register(definition))
+                        local.append(local_name)
+                except (ConnectionError, ValueError) as error:
+                    # Raised below, outside the task group, which would wrap it in a group.
+                    failure = error
+                    break
+                mounted[name] = local
+            else:
+                yield mounted
+        finally:
+            for registration in registrations:
+                registration.remove()
+            for upstream in connected:
+                upstream.close()
+    if failure is not None:
+        raise failure
