@@ -1,4 +1,4 @@
-"""`run_tool_calls`: the agent loop's seam for one model turn's tool calls (SPEC §7).
+"""`run_tool_calls`: the agent loop's seam for one model turn's tool calls (contract §7).
 
 A model turn may ask for several tool calls at once. The model's next request must carry
 exactly one result per call id, in order, even when the user pressed stop halfway:
@@ -152,7 +152,7 @@ async def _run_parallel_group(
     """
     slots = anyio.Semaphore(max_parallel)
     # Pre-execute (with approval and guards) and post-execute never overlap each other:
-    # only dispatch and bodies run concurrently (SPEC §7). The lock is FIFO.
+    # only dispatch and bodies run concurrently (contract §7). The lock is FIFO.
     policy = anyio.Lock()
     post_turn = anyio.Event()
     post_turn.set()

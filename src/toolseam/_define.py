@@ -1,4 +1,4 @@
-"""`define_tool`: turn an annotated function into a validated `ToolDefinition` (SPEC §6).
+"""`define_tool`: turn an annotated function into a validated `ToolDefinition` (contract §6).
 
 The first parameter's annotation (a TypedDict, dataclass or pydantic model) gives the JSON
 schema of the parameters and validates the arguments; the return annotation validates the

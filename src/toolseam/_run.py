@@ -4,7 +4,7 @@
 getter-only property and the class has ``__slots__``, so assignment and deletion raise
 `AttributeError` at runtime just as the type checkers reject them. `DispatchView` is the one
 object with a ``signal`` setter; it writes through to the run. The caller's signal lives in
-a slot no view exposes (SPEC §5: every cancellation decision reads that captured signal).
+a slot no view exposes (contract §5: every cancellation decision reads that captured signal).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class DispatchView:
 
     @signal.setter
     def signal(self, value: AbortSignal) -> None:
-        # SPEC §3: the type is the typed contract's job; the registry copes with garbage.
+        # contract §3: the type is the typed contract's job; the registry copes with garbage.
         self._run._signal = value
 
     def __repr__(self) -> str:

@@ -235,7 +235,7 @@ def _run_listener(callback: Listener, signal: AbortSignal) -> BaseException | No
         return interrupt  # not ours to swallow: re-raised once every listener ran
     except BaseException:
         # Contained, CancelledError included: a listener is synchronous, so a
-        # cancellation it raises cancels nothing here (SPEC §2: abort() never raises
+        # cancellation it raises cancels nothing here (contract §2: abort() never raises
         # because of a listener, and the other listeners still run).
         logger.exception("abort listener %r raised; contained", callback)
     return None
@@ -431,7 +431,7 @@ def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) 
     """A new signal fused from ``sources`` (distinct ``signals``), in one locked step."""
     fused = AbortSignal(_KEY)
     with _lock:
-        # SPEC §2: where several sources have already aborted, the last one given wins.
+        # contract §2: where several sources have already aborted, the last one given wins.
         for source in reversed(signals):
             if source._aborted:
                 fused._aborted = True

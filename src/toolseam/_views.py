@@ -1,6 +1,6 @@
 """The execution views: what each pipeline stage may read, and the one it may write.
 
-One private, registry-owned run object stands behind three `Protocol` views (SPEC §3).
+One private, registry-owned run object stands behind three `Protocol` views (contract §3).
 Observers, policies and tool bodies *borrow* the caller's cancellation: their view's
 ``signal`` is a read-only property. Only around-dispatch wrappers receive
 `ToolDispatchExecution`, whose ``signal`` has a setter (to scope a deadline) and no deleter.
