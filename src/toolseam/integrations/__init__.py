@@ -1,0 +1,7 @@
+"""Adapters that bring a toolseam registry, and its contract, into agent frameworks.
+
+Each module is an optional extra and imports its framework only when imported itself:
+`toolseam.integrations.pydantic_ai` (``toolseam[pydantic-ai]``),
+`toolseam.integrations.openai_agents` (``toolseam[openai-agents]``) and
+`toolseam.integrations.langchain` (``toolseam[langchain]``). See contract §10.
+"""
