@@ -377,6 +377,8 @@ class ClassHostile(Exception):
 
 
 class ToolErrorClassHostile(ToolError):
+    code = "BOOM"
+
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # type: ignore[override]
         raise RuntimeError("__class__ refuses")

@@ -86,7 +86,7 @@ class TestRegistration:
 
     def test_register_rejects_an_object_that_is_not_a_definition(self) -> None:
         registry = ToolRegistry()
-        with pytest.raises(TypeError, match=r"needs a non-empty str `name`"):
+        with pytest.raises(TypeError, match=r"with a non-empty str `name`, got object$"):
             registry.register(object())  # type: ignore[arg-type]
 
     def test_non_callable_listener_is_a_type_error(self) -> None:

@@ -70,7 +70,8 @@ async def main() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow_search)
             await anyio.wait_all_tasks_blocked()  # the request is on the wire
-            stop.abort("user pressed stop")  # -> notifications/cancelled for that request
+            # The abort becomes notifications/cancelled for that request.
+            stop.abort("user pressed stop")
         print("call_3", describe(results[0]))
 
 

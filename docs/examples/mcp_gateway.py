@@ -121,4 +121,5 @@ async def main() -> None:
 # -> web: search -> ABORTED
 
 if __name__ == "__main__":
-    anyio.run(main)
+    # asyncio: serve_http runs on uvicorn, which is asyncio only.
+    anyio.run(main, backend="asyncio")

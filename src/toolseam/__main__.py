@@ -1,11 +1,14 @@
-"""Command line: ``python -m toolseam demo``."""
+"""Command line: ``toolseam demo`` (or ``python -m toolseam demo``) and ``--version``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+
+from . import __version__
 
 __all__ = ["main"]
 
@@ -15,7 +18,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m toolseam",
         description="toolseam: cooperative cancellation at the tool registry boundary.",
+        epilog="More commands live with their extras: python -m toolseam.mcp (serve, "
+        "gateway; extra: mcp) and python -m toolseam.conformance (the behavioural "
+        "conformance kit). Each has its own --help.",
     )
+    parser.add_argument("--version", action="version", version=f"toolseam {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
         "demo",
@@ -31,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     # "demo" is the only command; argparse has already rejected anything else.
+    if args.backend == "trio" and importlib.util.find_spec("trio") is None:
+        print('the trio backend needs trio: pip install "toolseam[trio]"', file=sys.stderr)
+        return 2
     from ._demo import run_demo
 
     try:

@@ -491,9 +491,11 @@ def define_tool(
 
 
 def define_tool(
+    body: object = None,
+    /,
     *,
-    name: str,
-    description: str,
+    name: str = "",
+    description: str | None = None,
     timeout: float | None = None,
     is_concurrency_safe: Callable[[Any], bool] | None = None,
     finalize_content: Finalize | None = None,
@@ -507,6 +509,8 @@ def define_tool(
         async def read_file(args: ReadFileArgs, exec: ToolRunContext) -> str: ...
 
     Args:
+        body: Not accepted: only there so that a bare ``@define_tool`` (without its
+            options) fails with a message saying so.
         name: The unique tool name the model calls.
         description: What the tool does, for the model.
         timeout: Seconds the timeout policy allows a call (positive and finite). Never part
@@ -523,16 +527,25 @@ def define_tool(
         A decorator that builds the `ToolDefinition`.
 
     Raises:
-        TypeError: ``name`` is not a non-empty string, or ``timeout`` is not a number.
+        TypeError: ``name`` is not a non-empty string, ``timeout`` is not a number, or
+            ``define_tool`` was used bare (``@define_tool`` without its options).
         ValueError: ``timeout`` is not positive and finite.
     """
+    if body is not None:
+        # The typed overloads take no positional argument; this is for untyped code.
+        function = getattr(body, "__name__", None)
+        where = f" above {function}()" if type(function) is str else ""
+        raise TypeError(
+            f"bare @define_tool{where}: it needs its options, as in "
+            '@define_tool(name="...", description="...")'
+        )
     # Checked at runtime too: untyped callers reach here, and a bad name must fail now.
     given = cast("object", name)
     if not isinstance(given, str) or not given:
         raise TypeError(f"define_tool(): `name` must be a non-empty string, got {given!r}")
     given = cast("object", description)
     if not isinstance(given, str):
-        raise TypeError(f'tool "{name}": `description` must be a string')
+        raise TypeError(f'tool "{name}": `description` must be a string, got {given!r}')
     for option, value in (
         ("is_concurrency_safe", is_concurrency_safe),
         ("finalize_content", finalize_content),
@@ -542,7 +555,7 @@ def define_tool(
             raise TypeError(f'tool "{name}": `{option}` must be callable')
     return ToolDecorator(
         name=name,
-        description=description,
+        description=given,
         timeout=check_timeout(name, timeout),
         is_concurrency_safe=is_concurrency_safe,
         finalize_content=finalize_content,

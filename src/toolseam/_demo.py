@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import anyio
-from typing_extensions import TypedDict
+from pydantic import BaseModel, ModelWrapValidatorHandler, ValidationError, model_validator
 
 from ._approval import ApprovalAnswer, ApprovalRequest
 from ._decisions import Ask, PostDecision, PreDecision
@@ -27,13 +27,7 @@ from ._views import ToolDispatchExecution, ToolExecution, ToolExecutionInput, To
 
 __all__ = ["run_demo"]
 
-WIDTH = 100
-
-
-class EchoArgs(TypedDict):
-    """Arguments of the demo tools."""
-
-    text: str
+WIDTH = 80
 
 
 @dataclasses.dataclass
@@ -43,6 +37,7 @@ class Scenario:
     title: str
     tool: str
     arguments: object
+    reason: str = "user pressed stop"
     abort_at: str | None = None
     host_cancel_at: str | None = None
     pre_aborted: bool = False
@@ -57,7 +52,7 @@ class Scenario:
         with self.lock:
             self.trace.append(stage)
         if stage == self.abort_at:
-            self.controller.abort("user pressed stop")
+            self.controller.abort(self.reason)
         if stage == self.host_cancel_at and self.scope is not None:
             with self.lock:
                 self.trace.append("!host-cancel")
@@ -68,14 +63,34 @@ def scenarios() -> list[Scenario]:
     """The eight scripted calls, fresh for each run (controllers are single-use)."""
     return [
         Scenario("a successful call", "echo", {"text": "hello"}),
-        Scenario("the caller aborted before calling", "echo", {"text": "hi"}, pre_aborted=True),
-        Scenario("abort while approval waits", "dangerous", {"text": "rm"}, abort_at="approval"),
-        Scenario("abort while a cooperative body runs", "slow", {"text": "x"}, abort_at="body"),
         Scenario(
-            "wrapper short-circuit overtaken by abort", "cached", {"text": "c"}, abort_at="wrap"
+            "the caller aborted before calling",
+            "echo",
+            {"text": "hi"},
+            reason="turn already over",
+            pre_aborted=True,
         ),
         Scenario(
-            "sync body in a worker thread, aborted", "blocking", {"text": "t"}, abort_at="body"
+            "abort while approval waits",
+            "dangerous",
+            {"text": "rm"},
+            reason="user said no more",
+            abort_at="approval",
+        ),
+        Scenario("abort while a cooperative body runs", "slow", {"text": "x"}, abort_at="body"),
+        Scenario(
+            "wrapper short-circuit overtaken by abort",
+            "cached",
+            {"text": "c"},
+            reason="session closed",
+            abort_at="wrap",
+        ),
+        Scenario(
+            "sync body in a worker thread, aborted",
+            "blocking",
+            {"text": "t"},
+            reason="user pressed stop",
+            abort_at="body",
         ),
         Scenario(
             "the host cancels the awaiting task", "slow", {"text": "h"}, host_cancel_at="body"
@@ -96,17 +111,31 @@ def build_registry(current: Callable[[], Scenario]) -> ToolRegistry:
 
     registry = ToolRegistry(approval=Approver())
 
+    class EchoArgs(BaseModel):
+        """Arguments of the demo tools; validating them is part of the body call."""
+
+        text: str
+
+        @model_validator(mode="wrap")
+        @classmethod
+        def _traced(cls, data: Any, handler: ModelWrapValidatorHandler[EchoArgs]) -> EchoArgs:
+            try:
+                return handler(data)
+            except ValidationError:
+                current().enter("body: args rejected")
+                raise
+
     @define_tool(name="echo", description="Echo the text.")
     async def echo(args: EchoArgs, exec: ToolRunContext) -> str:
         current().enter("body")
-        return args["text"]
+        return args.text
 
     @define_tool(name="slow", description="Wait until aborted (a cooperative body).")
     async def slow(args: EchoArgs, exec: ToolRunContext) -> str:
         current().enter("body")
         await exec.signal.wait()
         exec.signal.raise_if_aborted()
-        return args["text"]
+        return args.text
 
     @define_tool(name="blocking", description="Block a worker thread until aborted.")
     def blocking(args: EchoArgs, exec: ToolRunContext) -> str:
@@ -117,12 +146,12 @@ def build_registry(current: Callable[[], Scenario]) -> ToolRegistry:
     @define_tool(name="cached", description="Served from a wrapper's cache.")
     async def cached(args: EchoArgs, exec: ToolRunContext) -> str:
         current().enter("body")
-        return args["text"]
+        return args.text
 
     @define_tool(name="dangerous", description="Needs approval.")
     async def dangerous(args: EchoArgs, exec: ToolRunContext) -> str:
         current().enter("body")
-        return args["text"]
+        return args.text
 
     for tool in (echo, slow, blocking, cached, dangerous):
         registry.register(tool)
@@ -169,25 +198,25 @@ def _clip(line: str) -> str:
 
 
 def _timeline(trace: list[str]) -> str:
-    marks = {"!abort": "[ABORT]", "!host-cancel": "[HOST CANCEL]"}
+    marks = {"!host-cancel": "[HOST CANCEL]"}
     return _clip(" > ".join(marks.get(step, step) for step in trace))
 
 
 async def _run(out: IO[str]) -> None:
     current: list[Scenario] = []
     registry = build_registry(lambda: current[-1])
-    out.write(f"{'toolseam demo: eight calls, one registry':^{WIDTH}}\n")
+    out.write("toolseam demo: eight calls, one registry\n")
     out.write("-" * WIDTH + "\n")
     for number, scenario in enumerate(scenarios(), start=1):
         current.append(scenario)
 
         def on_abort(signal: AbortSignal, scenario: Scenario = scenario) -> None:
             with scenario.lock:
-                scenario.trace.append("!abort")
+                scenario.trace.append(f"[ABORT {signal.reason!r}]")
 
         if scenario.pre_aborted:
-            scenario.controller.abort("user pressed stop")
-            scenario.trace.append("!abort")
+            scenario.controller.abort(scenario.reason)
+            scenario.trace.append(f"[ABORT {scenario.reason!r}]")
         else:
             scenario.controller.signal.add_listener(on_abort)
         call = ToolExecutionInput(
@@ -202,31 +231,36 @@ async def _run(out: IO[str]) -> None:
             returned = await registry.execute(call)
         published = scenario.published
         assert published is not None, "every call publishes exactly one result"
-        if returned is not None:
-            assert returned is published, "execute() returns the published result"
-            outcome = ""
-        else:
-            outcome = " (published; execute() re-raised the host's cancellation)"
         if isinstance(published, ToolSuccess):
             detail = f"OK: {published.value!r}"
         else:
             detail = f"{_code(published)}: {published.error.message}"
         out.write(f"{number}. {scenario.title}\n")
         out.write(f"   {_timeline(scenario.trace)}\n")
-        out.write(_clip(f"   => {detail}{outcome}") + "\n")
+        out.write(_clip(f"   => {detail}") + "\n")
+        if returned is not None:
+            assert returned is published, "execute() returns the published result"
+        else:
+            out.write("   (published; then execute() re-raised the host's cancellation)\n")
     out.write("-" * WIDTH + "\n")
     out.write(_LEGEND)
 
 
 _LEGEND = """\
 Legend
-  pre       pre-execute chain          approval   ApprovalService.request (after Ask)
-  wrap      around-dispatch wrapper    body       the tool body (sync bodies: worker thread)
-  post      post-execute chain         result     result observers (exactly once per call)
-  [ABORT]   the caller's signal aborted here      [HOST CANCEL] the awaiting task was cancelled
-  ABORTED                   the body was invoked, then cancellation won
-  ABORTED_BEFORE_DISPATCH   cancellation stopped the call before the body was invoked
-  INVALID_ARGS              validation is part of the body call: invoked, the function never ran
+  pre     pre-execute chain          approval  ApprovalService.request (Ask)
+  wrap    around-dispatch wrapper    body      the tool body (sync: in a thread)
+  post    post-execute chain         result    result observers, once per call
+  [ABORT 'reason']  the caller's signal aborted here, with that reason
+  [HOST CANCEL]     the task awaiting execute() was cancelled by its host
+  ABORTED                  the body was invoked, then cancellation won
+  ABORTED_BEFORE_DISPATCH  cancellation stopped the call before its body
+  INVALID_ARGS             the body call validates its arguments first
+                           (body: args rejected): invoked, yet never ran
+Why post runs where it runs: every call that reached the stages goes through
+post-execute, cancelled ones too, so its listeners can attach context (3-6,
+8). A pre-aborted call (2) skips every stage; a host cancellation (7) publishes
+its one result at once and lets the cancellation go on.
 """
 
 

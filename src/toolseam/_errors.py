@@ -84,11 +84,22 @@ class ToolError(Exception):
 
     Raise a `ToolError` (or a subclass) from a tool body or a stage to give the result an
     `ErrorInfo` of ``(type(error).__name__, error.code)``; any other exception surfaces only
-    its message.
+    its message. A subclass may fix its code as a class attribute instead of passing it::
+
+        class QuotaExceeded(ToolError):
+            code = "QUOTA_EXCEEDED"
+
+        raise QuotaExceeded("daily quota used up")
 
     Args:
         message: What went wrong, for the model and for humans.
-        code: A stable machine-readable code, such as `INVALID_ARGS`.
+        code: A stable machine-readable code, such as `INVALID_ARGS`; may be left out only
+            where the class defines a ``code`` class attribute.
+
+    Raises:
+        TypeError: No ``code`` was given and the class defines none. A subclass that
+            neither defines ``code`` nor its own ``__init__`` fails already when it is
+            defined, so a tool's real error is never replaced by this one at raise time.
     """
 
     message: str
@@ -96,8 +107,23 @@ class ToolError(Exception):
     code: str
     """The machine-readable code."""
 
-    def __init__(self, message: str, *, code: str) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__ and type(getattr(cls, "code", None)) is not str:
+            raise TypeError(
+                f"ToolError subclass {cls.__name__} needs a code: set a class attribute "
+                f'(code = "...") or define __init__ passing code= to ToolError.__init__'
+            )
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
+        if code is None:
+            code = getattr(type(self), "code", None)
+            if type(code) is not str:
+                raise TypeError(
+                    f'{type(self).__name__}({message!r}) needs a code: pass code="..." or '
+                    "set a class attribute `code`"
+                )
         self.message = message
         self.code = code
 

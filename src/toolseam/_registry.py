@@ -11,8 +11,10 @@ captured outside anything a wrapper can touch, is read after it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import operator
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast, final
@@ -64,6 +66,13 @@ __all__ = ["ToolRegistry"]
 logger = logging.getLogger("toolseam")
 
 ARGUMENTS_NOT_JSON = "tool execution arguments must be losslessly JSON-serializable"
+# What register() gets when someone forgets @define_tool.
+_PLAIN_CALLABLES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    functools.partial,
+)
 _ALLOW = Allow()
 _ACCEPT = Accept()
 _RESULT_TYPES = (ToolSuccess, ToolFailure)
@@ -154,9 +163,18 @@ class ToolRegistry:
             ValueError: A tool of the same name is already registered.
             TypeError: ``definition`` lacks a member of the `ToolDefinition` protocol.
         """
+        if isinstance(definition, _PLAIN_CALLABLES):
+            function = getattr(definition, "__name__", type_name(type(definition)))
+            raise TypeError(
+                f"register() expects a ToolDefinition, got the plain callable {function!r}: "
+                'decorate it with @define_tool(name="...", description="...") first'
+            )
         name = getattr(definition, "name", None)
         if not isinstance(name, str) or not name:
-            raise TypeError(f"a tool definition needs a non-empty str `name`, got {name!r}")
+            raise TypeError(
+                "register() expects a ToolDefinition (from @define_tool, or written by hand) "
+                f"with a non-empty str `name`, got {type_name(type(definition))}"
+            )
         for member in (
             "parse_arguments",
             "run",

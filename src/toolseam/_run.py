@@ -207,3 +207,43 @@ class DispatchView:
 
     def __repr__(self) -> str:
         return f"<ToolDispatchExecution {self._run._name!r} call_id={self._run._call_id!r}>"
+
+
+_FIELDS = ("token", "call_id", "root_call_id", "name", "arguments", "agent", "parent", "signal")
+
+
+def _read_only(view: str, field: str) -> tuple[Callable[[Any, Any], None], Callable[[Any], None]]:
+    """A setter and a deleter that refuse, naming the public view rather than this class."""
+    if field == "signal" and view == "ToolExecution":
+        why = (
+            "exec.signal is read-only in ToolExecution and ToolRunContext (pre-execute, "
+            "guards, approval, post-execute, observers and the tool body borrow it); only an "
+            "around-dispatch wrapper's ToolDispatchExecution may replace it"
+        )
+    else:
+        why = f"{view}.{field} is read-only"
+
+    def refuse_set(self: object, value: object) -> None:
+        raise AttributeError(why)
+
+    def refuse_delete(self: object) -> None:
+        if field == "signal":
+            raise AttributeError(f"{view}.signal cannot be deleted: every call keeps a signal")
+        raise AttributeError(why)
+
+    return refuse_set, refuse_delete
+
+
+def _install_refusals() -> None:
+    # At runtime only: the type checkers see getter-only properties (and the dispatch
+    # view's one setter), which is the typed contract (contract §3).
+    for cls, view in ((Run, "ToolExecution"), (DispatchView, "ToolDispatchExecution")):
+        for field in _FIELDS:
+            prop: property = cls.__dict__[field]
+            refuse_set, refuse_delete = _read_only(view, field)
+            if prop.fset is None:
+                prop = prop.setter(refuse_set)
+            setattr(cls, field, prop.deleter(refuse_delete))
+
+
+_install_refusals()

@@ -16,7 +16,14 @@ imports it. See ``docs/mcp.md``.
 import importlib.util as _importlib_util
 
 if _importlib_util.find_spec("mcp") is None:  # pragma: no cover - only without the extra
-    raise ImportError('toolseam.mcp needs the MCP SDK: pip install "toolseam[mcp]"')
+    import sys as _sys
+
+    _MISSING = 'toolseam.mcp needs the MCP SDK: pip install "toolseam[mcp]"'
+    if _sys.argv[:1] == ["-m"] and "toolseam.mcp" in _sys.orig_argv:
+        # `python -m toolseam.mcp` is importing this package to run its __main__: one
+        # line saying how to install the extra, not a traceback.
+        raise SystemExit(_MISSING)
+    raise ImportError(_MISSING)
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
 from ._client import REMOTE_TOOL_ERROR as REMOTE_TOOL_ERROR
