@@ -38,6 +38,8 @@ __all__ = [
     "MaterializationError",
     "dumps",
     "materialize",
+    "materialize_arguments",
+    "text_is_utf8",
 ]
 
 if TYPE_CHECKING:
@@ -317,6 +319,9 @@ if TYPE_CHECKING:
 
     def _new_frozen_list() -> FrozenList: ...
     def _new_frozen_dict() -> FrozenDict: ...
+    # Any: the fast path reads items it has not narrowed yet.
+    def _list_new(cls: type[FrozenList], /) -> Any: ...
+    def _dict_new(cls: type[FrozenDict], /) -> Any: ...
     def _fill_list(target: FrozenList, source: object, /) -> None: ...
     def _fill_dict(target: FrozenDict, source: object, /) -> None: ...
     def _set_list_item(target: FrozenList, index: int, value: JsonValue, /) -> None: ...
@@ -325,6 +330,9 @@ if TYPE_CHECKING:
 else:
     _new_frozen_list = functools.partial(list.__new__, FrozenList)
     _new_frozen_dict = functools.partial(dict.__new__, FrozenDict)
+    # Called directly on the class: a partial costs another 40 ns per container.
+    _list_new = list.__new__
+    _dict_new = dict.__new__
     _fill_list = list.extend
     _fill_dict = dict.update
     _set_list_item = list.__setitem__
@@ -362,25 +370,85 @@ def materialize(value: object) -> JsonValue:
     # a dict of unknown items for the type checkers; value stays an object here.
     kind = type(value)
     if kind is dict:
-        root_dict = _new_frozen_dict()
+        root = _new_frozen_dict()
         try:
-            _fill_dict(root_dict, value)
+            _fill_dict(root, value)
         except Exception as error:
             raise _unreadable([], None, error) from error
-        # Fast path: a flat object of plain leaves is complete once checked.
-        if _flat_object(root_dict):
-            return root_dict
-        _check_keys(root_dict, [], None)
-        return _walk(root_dict, value)
-    if kind is list or kind is tuple:
-        root_list = _new_frozen_list()
+        # A flat object of plain leaves, the common shape of arguments, is complete once
+        # checked; anything nested takes the fast path, and anything odd the full walk.
+        if _flat_object(root):
+            return root
+    if kind is dict or kind is list or kind is tuple:
         try:
-            _fill_list(root_list, value)
+            return _fast(value, kind, None)
+        except _Fallback:
+            return _materialize_fully(value)
+    return _leaf(value)
+
+
+def materialize_arguments(value: object) -> tuple[JsonValue, bool]:
+    """`materialize`, and whether every string of the snapshot (keys included) is UTF-8.
+
+    A lone surrogate is the one thing a ``str`` may hold that UTF-8 (and so JSON text)
+    cannot: ``define_tool`` validates in Python mode only arguments without one. Tracked
+    during the snapshot walk at the cost of an ``isascii()`` per string (constant time).
+    """
+    kind = type(value)
+    if kind is dict:
+        root = _new_frozen_dict()
+        try:
+            _fill_dict(root, value)
         except Exception as error:
             raise _unreadable([], None, error) from error
-        if _leaves_only(root_list):
-            return root_list
-        return _walk(root_list, value)
+        if _flat_object(root):
+            pairs: Iterable[tuple[str, object]] = root.items()
+            for key, item in pairs:
+                if not key.isascii() or (type(item) is str and not item.isascii()):
+                    return root, text_is_utf8(root)
+            return root, True
+    if kind is dict or kind is list or kind is tuple:
+        wide: list[str] = []
+        try:
+            snapshot = _fast(value, kind, wide)
+        except _Fallback:
+            fully = _materialize_fully(value)
+            return fully, text_is_utf8(fully)
+        return snapshot, _utf8(wide)
+    leaf = _leaf(value)
+    return leaf, text_is_utf8(leaf)
+
+
+def text_is_utf8(value: JsonValue) -> bool:
+    """Whether every string in a snapshot (keys included) can be encoded as UTF-8."""
+    wide: list[str] = []
+    pending: list[object] = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) is str:
+            if not item.isascii():
+                wide.append(item)
+        elif type(item) is FrozenDict:
+            pairs: Iterable[tuple[object, object]] = item.items()
+            for key, child in pairs:
+                pending.append(key)
+                pending.append(child)
+        elif type(item) is FrozenList:
+            pending.extend(item)
+    return _utf8(wide)
+
+
+def _utf8(wide: list[str]) -> bool:
+    for text in wide:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
+
+
+def _leaf(value: object) -> JsonValue:
+    """`materialize` of anything but a ``dict``, ``list`` or ``tuple``."""
     if (
         type(value) is str
         or value is None
@@ -388,12 +456,155 @@ def materialize(value: object) -> JsonValue:
         or type(value) is FrozenDict
         or type(value) is FrozenList
     ):
-        return value
+        return cast("JsonValue", value)
     if type(value) is int and (_NEGATIVE_BOUND < value < _PRINTABLE_BOUND or _int_printable(value)):
         return value
     if type(value) is float and value - value == 0.0 and (value or _copysign(1.0, value) > 0):
         return value
     raise MaterializationError(f"$: {_problem(value)}")
+
+
+class _Fallback(Exception):
+    """The fast path met something it leaves to the full walk: a problem, depth, a cycle."""
+
+
+# type() with a known result type: the fast path's items are Any to the type checkers.
+_type_of: Callable[[object], type[object]] = type
+
+# Containers nested deeper than this (or a cycle, which nests for ever) go to the full walk.
+_FAST_DEPTH: Final = 48
+
+
+def _fast(value: object, kind: type, wide: list[str] | None) -> FrozenList | FrozenDict:
+    """The common case at a fraction of the walk's cost: valid, shallow, acyclic JSON.
+
+    Recursive (to `_FAST_DEPTH` levels) rather than driven by an explicit stack, and with no
+    path kept for error messages: anything it does not accept raises `_Fallback`, and the
+    full walk then builds the snapshot or reports the first problem. Each container is still
+    copied whole by one C call before it is checked, and shared containers are frozen once
+    (``keep`` holds their sources, so no id is reused while this runs).
+    """
+    memo: dict[int, FrozenList | FrozenDict] = {}
+    keep: list[object] = []
+    try:
+        if kind is dict:
+            return _fast_dict(value, 0, memo, keep, wide)
+        return _fast_list(value, 0, memo, keep, wide)
+    except _Fallback:
+        raise
+    except Exception as error:  # reading the value raised (changed by another thread, say)
+        raise _Fallback from error
+
+
+def _fast_dict(
+    source: object,
+    depth: int,
+    memo: dict[int, FrozenList | FrozenDict],
+    keep: list[object],
+    wide: list[str] | None,
+) -> FrozenDict:
+    target = _dict_new(FrozenDict)
+    _fill_dict(target, source)
+    pairs: Iterable[tuple[object, Any]] = target.items()
+    # Values are replaced during the iteration, never keys: the dict does not change size.
+    for key, item in pairs:
+        if type(key) is not str:
+            raise _Fallback
+        if wide is not None and not key.isascii():
+            wide.append(key)
+        # The leaf checks of _leaves_only, inline: a call per leaf would double the cost.
+        kind = _type_of(item)
+        if kind is str:
+            if wide is not None and not item.isascii():
+                wide.append(item)
+        elif kind is int:
+            if not _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
+                raise _Fallback
+        elif kind is float:
+            if item - item != 0.0 or not (item or _copysign(1.0, item) > 0):
+                raise _Fallback
+        elif kind is dict or kind is list or kind is tuple:
+            if depth >= _FAST_DEPTH:
+                raise _Fallback
+            child = memo.get(id(item))
+            if child is None:
+                if kind is dict:
+                    child = _fast_dict(item, depth + 1, memo, keep, wide)
+                else:
+                    child = _fast_list(item, depth + 1, memo, keep, wide)
+                memo[id(item)] = child
+                keep.append(item)
+            _set_dict_item(target, key, child)
+        elif kind is FrozenDict or kind is FrozenList:
+            if wide is not None and not text_is_utf8(item):
+                wide.append("\ud800")  # a snapshot taken elsewhere holds a lone surrogate
+        elif not (item is None or kind is bool):
+            raise _Fallback
+    return target  # type: ignore[no-any-return]
+
+
+def _fast_list(
+    source: object,
+    depth: int,
+    memo: dict[int, FrozenList | FrozenDict],
+    keep: list[object],
+    wide: list[str] | None,
+) -> FrozenList:
+    target = _list_new(FrozenList)
+    _fill_list(target, source)
+    items: Iterable[Any] = target
+    for index, item in enumerate(items):
+        kind = _type_of(item)
+        if kind is str:
+            if wide is not None and not item.isascii():
+                wide.append(item)
+        elif kind is int:
+            if not _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
+                raise _Fallback
+        elif kind is float:
+            if item - item != 0.0 or not (item or _copysign(1.0, item) > 0):
+                raise _Fallback
+        elif kind is dict or kind is list or kind is tuple:
+            if depth >= _FAST_DEPTH:
+                raise _Fallback
+            child = memo.get(id(item))
+            if child is None:
+                if kind is dict:
+                    child = _fast_dict(item, depth + 1, memo, keep, wide)
+                else:
+                    child = _fast_list(item, depth + 1, memo, keep, wide)
+                memo[id(item)] = child
+                keep.append(item)
+            _set_list_item(target, index, child)
+        elif kind is FrozenDict or kind is FrozenList:
+            if wide is not None and not text_is_utf8(item):
+                wide.append("\ud800")
+        elif not (item is None or kind is bool):
+            raise _Fallback
+    return target  # type: ignore[no-any-return]
+
+
+def _materialize_fully(value: object) -> FrozenList | FrozenDict:
+    """The full walk of a ``dict``, ``list`` or ``tuple``: every check, with its path."""
+    kind = type(value)  # compared through a variable: see materialize
+    if kind is dict:
+        root_dict = _new_frozen_dict()
+        try:
+            _fill_dict(root_dict, value)
+        except Exception as error:
+            raise _unreadable([], None, error) from error
+        if _flat_object(root_dict):
+            return root_dict
+        _check_keys(root_dict, [], None)
+        return _walk(root_dict, value)
+    root_list = _new_frozen_list()
+    try:
+        _fill_list(root_list, value)
+    except Exception as error:
+        raise _unreadable([], None, error) from error
+    if _leaves_only(root_list):
+        return root_list
+    return _walk(root_list, value)
 
 
 def _walk(root: FrozenList | FrozenDict, source: object) -> FrozenList | FrozenDict:
