@@ -8,6 +8,7 @@ machine: the other copy is imported in the same process under the name ``toolsea
     python benchmarks/ab_overhead.py /tmp/exp            # the dir that holds toolseam/
 
 The ratio column is B / A per round (median): below 1.00 means the copy is faster.
+``--a DIR`` takes A from another copy too (imported as ``toolseam_a``), to A/B two commits.
 """
 
 from __future__ import annotations
@@ -27,20 +28,22 @@ import trio
 import toolseam
 
 
-def load_copy(source_root: Path) -> ModuleType:
-    """Import ``source_root/toolseam`` as the package ``toolseam_b``."""
+def load_copy(source_root: Path, name: str = "toolseam_b") -> ModuleType:
+    """Import ``source_root/toolseam`` as the package ``name``."""
     package = source_root / "toolseam"
     if not (package / "__init__.py").is_file():
         raise SystemExit(f"{package} is not a toolseam package directory")
     target = Path(tempfile.mkdtemp(prefix="toolseam_ab_"))
-    shutil.copytree(package, target / "toolseam_b", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(package, target / name, ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, str(target))
-    return importlib.import_module("toolseam_b")
+    return importlib.import_module(name)
 
 
-async def _measure(copy: ModuleType, rounds: int, calls: int, with_autogen: bool) -> None:
+async def _measure(
+    base: ModuleType, copy: ModuleType, rounds: int, calls: int, with_autogen: bool
+) -> None:
     contenders = []
-    for label, ts in (("A", toolseam), ("B", copy)):
+    for label, ts in (("A", base), ("B", copy)):
         for name, registry in bench_overhead.registries(ts).items():
             await bench_overhead.check_echoes(registry, ts)
             contenders.append((f"{label} {name}", bench_overhead.registry_batch(registry, ts)))
@@ -65,15 +68,17 @@ def main() -> None:
     options.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     options.add_argument("--rounds", type=int, default=21)
     options.add_argument("--calls", type=int, default=2000)
+    options.add_argument("--a", type=Path, default=None, help="take A from this copy too")
     args = options.parse_args()
     copy = load_copy(args.source_root)
+    base = toolseam if args.a is None else load_copy(args.a, "toolseam_a")
     rounds, calls = (3, 200) if args.quick else (args.rounds, args.calls)
-    print(f"A: {Path(toolseam.__file__).parent}\nB: {Path(copy.__file__).parent}")
+    print(f"A: {Path(base.__file__).parent}\nB: {Path(copy.__file__).parent}")
     print(f"{args.backend}, {rounds} rounds x {calls} calls, order rotating each round")
     if args.backend == "asyncio":
-        asyncio.run(_measure(copy, rounds, calls, True))
+        asyncio.run(_measure(base, copy, rounds, calls, True))
     else:
-        trio.run(_measure, copy, rounds, calls, False)
+        trio.run(_measure, base, copy, rounds, calls, False)
 
 
 if __name__ == "__main__":

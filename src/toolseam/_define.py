@@ -21,7 +21,7 @@ from typing_extensions import TypeVar
 
 from ._definitions import ToolDefinition, check_timeout
 from ._errors import ToolArgsError, ToolOutputError, safe_str
-from ._json import JsonValue, MaterializationError, materialize
+from ._json import JsonValue, MaterializationError, materialize, text_is_utf8
 from ._results import ContentBlock, ToolResult, render_value
 from ._run import Run
 from ._threads import run_in_worker_thread
@@ -105,6 +105,96 @@ def _awaited_type(hint: object) -> Any:
     return None
 
 
+# Core-schema nodes whose Python-mode validation of a snapshot succeeds exactly when JSON
+# mode does, with an equal value (tests/test_perf_validation.py checks the claim). Leaves:
+_SAME_LEAVES = frozenset(("str", "int", "float", "bool", "none"))
+# Nodes with sub-schemas, and the keys that hold them.
+_SAME_WRAPPERS: Mapping[str, tuple[str, ...]] = {
+    "nullable": ("schema",),
+    "default": ("schema",),
+    "list": ("items_schema",),
+    "dict": ("values_schema",),
+    "model": ("schema",),
+    "dataclass": ("schema",),
+    "definitions": ("schema",),
+    "typed-dict-field": ("schema",),
+    "model-field": ("schema",),
+    "dataclass-field": ("schema",),
+}
+
+
+def _same_in_python_mode(schema: object) -> bool:
+    """Whether Python mode may validate the frozen arguments for this core schema.
+
+    JSON mode is the reference: it validates the JSON text of the snapshot, so the body
+    gets fresh plain values. Python mode on the snapshot itself gives the same outcome, at
+    C speed and with no encoding, where every node is a JSON leaf type, a list, a dict, a
+    union or literal of those, a TypedDict, dataclass or model of those, with no custom
+    validator, no ``Any`` (which would hand the body a frozen container), no extra fields
+    kept as they are, and nothing strict (strict Python mode wants model instances). Where a
+    Python-mode validation fails, JSON mode runs and reports the error, so only successes
+    need to agree.
+    """
+    definitions: dict[str, object] = {}
+    followed: set[str] = set()
+    pending: list[object] = [schema]
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, Mapping):
+            return False
+        node = cast("Mapping[str, Any]", node)
+        config: Any = node.get("config") or {}
+        if node.get("strict") or config.get("strict"):
+            return False
+        if node.get("extra_behavior") == "allow" or config.get("extra_fields_behavior") == "allow":
+            return False
+        kind = node.get("type")
+        if kind in _SAME_LEAVES:
+            continue
+        children = _SAME_WRAPPERS.get(cast("str", kind))
+        if children is not None:
+            for key in children:
+                if key not in node:
+                    return False  # e.g. list without items_schema: items are Any
+                pending.append(node[key])
+            if kind == "definitions":
+                for definition in node.get("definitions", ()):
+                    definitions[definition.get("ref")] = definition
+                    pending.append(definition)
+            elif (kind == "model" and node.get("custom_init")) or (
+                kind == "dict" and node.get("keys_schema", {"type": "str"}).get("type") != "str"
+            ):
+                return False  # a custom __init__; keys validated as something else
+            continue
+        if kind in ("typed-dict", "model-fields"):
+            if "extras_schema" in node:
+                return False
+            pending.extend(node.get("fields", {}).values())
+        elif kind == "dataclass-args":
+            pending.extend(node.get("fields", ()))
+        elif kind == "tuple":
+            pending.extend(node.get("items_schema", ()))
+        elif kind == "union":
+            choices: list[Any] = node.get("choices", [])
+            pending.extend(
+                cast("object", choice[0] if isinstance(choice, tuple) else choice)
+                for choice in choices
+            )
+        elif kind == "literal":
+            expected: Any = node.get("expected", ())
+            if not all(type(value) in (str, int) or value is None for value in expected):
+                return False
+        elif kind == "definition-ref":
+            ref: str = node.get("schema_ref", "")
+            if ref not in followed:
+                followed.add(ref)
+                if ref not in definitions:
+                    return False
+        else:
+            return False  # Any, a custom validator, bytes, dates, enums ...: JSON mode
+    return True
+
+
 @final
 class DefinedTool(Generic[A, R]):
     """The `ToolDefinition` that `define_tool` builds. Not constructible directly."""
@@ -122,6 +212,7 @@ class DefinedTool(Generic[A, R]):
         "_output_adapter",
         "_parameters",
         "_passthrough",
+        "_python_mode",
         "_render",
         "_timeout",
         "_to_json",
@@ -167,6 +258,11 @@ class DefinedTool(Generic[A, R]):
             PydanticSerializationError,
         )
         self._to_json: Callable[[object], bytes] = to_json
+        try:
+            python_mode = _same_in_python_mode(args_adapter.core_schema)
+        except Exception:
+            python_mode = False
+        self._python_mode = python_mode
 
     @property
     def name(self) -> str:
@@ -195,6 +291,24 @@ class DefinedTool(Generic[A, R]):
         validated in Python mode on a plain copy instead: depth is bounded only by memory
         (contract §5.2).
         """
+        return self._parse(arguments, None)
+
+    def _parse(self, arguments: JsonValue, utf8: bool | None) -> A:
+        """`parse_arguments`; ``utf8`` says whether every string of ``arguments`` is UTF-8.
+
+        The registry knows it from the snapshot walk (``None``: find out here).
+        """
+        if self._python_mode:
+            if utf8 is None:
+                utf8 = text_is_utf8(arguments)
+            # A lone surrogate is valid in Python mode but not in JSON text: JSON mode then.
+            if utf8:
+                try:
+                    return self._args_adapter.validate_python(arguments)  # type: ignore[no-any-return]
+                except self._errors[0]:
+                    pass  # JSON mode reports the error, word for word as it always has
+                except RecursionError:
+                    pass
         try:
             # pydantic-core's encoder: ~15x faster than json.dumps on small arguments.
             text: str | bytes = self._to_json(arguments)
