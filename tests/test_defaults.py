@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import anyio
@@ -29,15 +28,14 @@ from toolseam.policies import timeout_policy
 
 
 def _armed_timers() -> int:
-    """Deadline timers armed in this event loop right now."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        from toolseam._timers import _trio_timers
+    """Deadline timers armed in this event loop right now (neither fired nor cancelled).
 
-        return _trio_timers()._live
-    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-    return sum(1 for handle in scheduled if not handle.cancelled())
+    Counted by the loop's timer service: it keeps one native wake-up for all of them, which
+    may stay set, harmlessly, for a timer already cancelled.
+    """
+    from toolseam._timers import live_timers
+
+    return live_timers()
 
 
 def _waiting_tool(

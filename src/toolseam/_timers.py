@@ -1,25 +1,26 @@
-"""Loop timers: run a callback after a delay, without a task per timer.
+"""Loop timers: run a callback after a delay, without a task or a loop timer per call.
 
-A deadline needs no task of its own: asyncio has ``loop.call_later``; trio has no timer
-callbacks, so one system task per trio run serves every timer from a heap. Both cost a
-few microseconds to arm and cancel, where a task group and a sleeping task cost tens
-(contract §7: the timeout policy only *asks* the body to stop, so a timer that aborts a
-signal is all it needs).
+A deadline needs no task of its own, and most deadlines never fire: a call ends long before
+its timeout. So each event loop gets one timer service that keeps its timers in a deque per
+delay (timers of one delay are armed in the order they expire, so each deque stays sorted
+with no heap) and one native wake-up, for the earliest: ``loop.call_at`` on asyncio, a
+system task sleeping until then on trio. Arming a timer appends to a deque; cancelling one
+marks it and drops it if it is at the front, as it is when calls end in order; the
+wake-up is moved only when a new timer expires before it (contract §7: the timeout policy
+only *asks* the body to stop, so a timer that aborts a signal is all it needs).
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import math
+import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, final
 
-import anyio.lowlevel
-
-__all__ = ["TimerHandle", "call_later"]
+__all__ = ["TimerHandle", "call_later", "live_timers"]
 
 logger = logging.getLogger("toolseam")
 
@@ -37,96 +38,199 @@ def call_later(delay: float, callback: Callable[[], object]) -> TimerHandle:
 
     Must be called from inside a running asyncio or trio event loop.
     """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return _trio_timers().call_later(delay, callback)
-    return loop.call_later(delay, callback)
+    return _service().call_later(delay, callback)
 
 
-_service: anyio.lowlevel.RunVar[_TrioTimers] = anyio.lowlevel.RunVar("toolseam_trio_timers")
+def live_timers() -> int:
+    """Timers armed in this event loop and neither fired nor cancelled (for tests)."""
+    return _service()._live
 
 
-def _trio_timers() -> _TrioTimers:
-    try:
-        return _service.get()
-    except LookupError:
-        service = _TrioTimers()
-        _service.set(service)
-        return service
+_last: tuple[object, _Timers] | None = None
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timers] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _service() -> _Timers:
+    global _last
+    # Not get_running_loop(): under trio its RuntimeError would cost more than the timer.
+    loop = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage]
+    if loop is None:
+        return _trio_timers()
+    last = _last
+    if last is not None and last[0] is loop:
+        return last[1]
+    service = _by_loop.get(loop)
+    if service is None:
+        service = _by_loop[loop] = _AsyncioTimers(loop)
+    _last = (loop, service)
+    return service
 
 
 @final
 class _Entry:
-    __slots__ = ("callback", "owner", "seq", "when")
+    __slots__ = ("bucket", "callback", "owner", "when")
 
     def __init__(
-        self, when: float, seq: int, callback: Callable[[], object], owner: _TrioTimers
+        self, when: float, callback: Callable[[], object], owner: _Timers, bucket: deque[_Entry]
     ) -> None:
         self.when = when
-        self.seq = seq
         self.callback: Callable[[], object] | None = callback
         self.owner = owner
-
-    def __lt__(self, other: _Entry) -> bool:
-        return (self.when, self.seq) < (other.when, other.seq)
+        self.bucket = bucket
 
     def cancel(self) -> None:
         if self.callback is not None:
             self.callback = None
-            self.owner._cancelled()
+            self.owner._cancelled(self)
+
+
+class _Timers:
+    """The timers of one event loop, a deque per delay; subclasses arm the wake-up."""
+
+    __slots__ = ("_armed_at", "_buckets", "_dead", "_live")
+
+    def __init__(self) -> None:
+        self._buckets: dict[float, deque[_Entry]] = {}
+        self._live = 0
+        self._dead = 0  # cancelled entries still queued behind a live one
+        self._armed_at = math.inf  # when the native wake-up is due
+
+    def _now(self) -> float:
+        raise NotImplementedError
+
+    def _arm(self, when: float) -> None:
+        raise NotImplementedError
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> _Entry:
+        bucket = self._buckets.get(delay)
+        if bucket is None:
+            bucket = self._buckets[delay] = deque()
+        entry = _Entry(self._now() + delay, callback, self, bucket)
+        bucket.append(entry)
+        self._live += 1
+        if entry.when < self._armed_at:
+            self._armed_at = entry.when
+            self._arm(entry.when)
+        return entry
+
+    def _cancelled(self, entry: _Entry) -> None:
+        self._live -= 1
+        bucket = entry.bucket
+        if bucket and bucket[0] is entry:
+            bucket.popleft()
+            while bucket and bucket[0].callback is None:
+                bucket.popleft()
+                self._dead -= 1
+        else:
+            self._dead += 1
+            # Dropped in bulk once they are the majority, so memory follows the live timers.
+            if self._dead > 64 and self._dead > self._live:
+                self._compact()
+
+    def _compact(self) -> None:
+        for delay, bucket in list(self._buckets.items()):
+            kept = deque(entry for entry in bucket if entry.callback is not None)
+            for entry in kept:
+                entry.bucket = kept
+            self._buckets[delay] = kept
+        self._dead = 0
+
+    def _fire_due(self) -> float:
+        """Run every timer that is due; return when the next one is (``inf``: none)."""
+        now = self._now()
+        due: list[Callable[[], object]] = []
+        following = math.inf
+        for bucket in self._buckets.values():
+            while bucket:
+                head = bucket[0]
+                if head.callback is None:
+                    bucket.popleft()
+                    self._dead -= 1
+                    continue
+                if head.when > now:
+                    following = min(following, head.when)
+                    break
+                bucket.popleft()
+                due.append(head.callback)
+                head.callback = None
+                self._live -= 1
+        self._armed_at = following
+        for callback in due:
+            try:
+                callback()
+            except Exception:
+                logger.exception("timer callback %r raised; contained", callback)
+        # A callback may have armed a timer: _armed_at already accounts for it.
+        return self._armed_at
 
 
 @final
-class _TrioTimers:
-    """Every timer of one trio run, served by one system task sleeping until the next."""
+class _AsyncioTimers(_Timers):
+    __slots__ = ("_handle", "_loop")
 
-    __slots__ = ("_heap", "_live", "_seq", "_trio", "_wake")
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._loop = loop
+        self._handle: asyncio.TimerHandle | None = None
 
-    def __init__(self) -> None:
-        import trio  # optional: only a trio run gets here
+    def _now(self) -> float:
+        return self._loop.time()
 
-        self._trio: Any = trio
-        self._heap: list[_Entry] = []
-        self._live = 0
-        self._seq = itertools.count()
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._loop.call_at(when, self._wake)
+
+    def _wake(self) -> None:
+        self._handle = None
+        following = self._fire_due()
+        if following < math.inf and self._handle is None:
+            self._handle = self._loop.call_at(following, self._wake)
+
+
+_trio_service: Any = None  # trio.lowlevel.RunVar, made on first use under trio
+
+
+def _trio_timers() -> _TrioTimers:
+    global _trio_service
+    import trio  # optional: only a trio run gets here
+
+    run_var: Any = _trio_service
+    if run_var is None:
+        run_var = _trio_service = trio.lowlevel.RunVar[_TrioTimers]("toolseam_trio_timers")
+    try:
+        service: _TrioTimers = run_var.get()
+    except LookupError:
+        service = _TrioTimers(trio)
+        run_var.set(service)
+    return service
+
+
+@final
+class _TrioTimers(_Timers):
+    """One system task per trio run sleeps until the earliest timer."""
+
+    __slots__ = ("_trio", "_wake")
+
+    def __init__(self, trio: Any) -> None:
+        super().__init__()
+        self._trio = trio
         self._wake: Any = trio.Event()
         trio.lowlevel.spawn_system_task(self._serve, name="toolseam timers")
 
-    def call_later(self, delay: float, callback: Callable[[], object]) -> _Entry:
-        entry = _Entry(self._trio.current_time() + delay, next(self._seq), callback, self)
-        heap = self._heap
-        heapq.heappush(heap, entry)
-        self._live += 1
-        if heap[0] is entry:
-            self._wake.set()  # the serving task sleeps until a later time: wake it
-        return entry
+    def _now(self) -> float:
+        now: float = self._trio.current_time()
+        return now
 
-    def _cancelled(self) -> None:
-        self._live -= 1
-        heap = self._heap
-        # Cancelled entries stay in the heap until their time; drop them in bulk once
-        # they are the majority, so memory follows the live timers.
-        if len(heap) > 64 and self._live < len(heap) // 2:
-            heap[:] = [entry for entry in heap if entry.callback is not None]
-            heapq.heapify(heap)
+    def _arm(self, when: float) -> None:
+        self._wake.set()  # the serving task sleeps until a later time: wake it
 
     async def _serve(self) -> None:
         trio = self._trio
-        heap = self._heap
         while True:
-            now = trio.current_time()
-            while heap and heap[0].when <= now:
-                entry = heapq.heappop(heap)
-                callback = entry.callback
-                if callback is None:
-                    continue
-                entry.callback = None
-                self._live -= 1
-                try:
-                    callback()
-                except Exception:
-                    logger.exception("timer callback %r raised; contained", callback)
+            following = self._fire_due()
             self._wake = trio.Event()
-            with trio.move_on_at(heap[0].when if heap else math.inf):
+            with trio.move_on_at(following):
                 await self._wake.wait()
