@@ -17,6 +17,7 @@ before each allocation: a re-entrant call only ever sees a whole state, never ha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -44,6 +45,7 @@ logger = logging.getLogger("toolseam")
 
 _lock = threading.RLock()
 _keys = itertools.count()
+_new_signal = object.__new__
 
 Listener = Callable[["AbortSignal"], object]
 
@@ -176,15 +178,80 @@ class AbortSignal:
         if self._aborted:
             await anyio.lowlevel.checkpoint()
             return
+        # The backend's own wait: an abort then costs one listener call and the loop's
+        # wake-up, as an Event would (anyio's Event adds a layer on each side).
+        loop = _running_loop()
+        if loop is not None:
+            future = loop.create_future()
+            key = self._attach(_future_waker(loop, future))
+            if key is None:
+                future.cancel()
+                await anyio.lowlevel.checkpoint()
+                return
+            try:
+                await future
+            finally:
+                # An abort has already detached every listener of this signal (under the
+                # lock, with the state): only a wait that ends otherwise removes its own.
+                if not self._aborted:
+                    self._remove_listener(key)
+            return
+        trio = _trio_lowlevel()
+        if trio is not None:
+            await self._wait_trio(trio)
+            return
         event = anyio.Event()
         registration = self.add_listener(in_loop(event.set))
         try:
             await event.wait()
         finally:
-            # An abort has already detached every listener of this signal (under the lock,
-            # with the state): only a wait that ends otherwise (cancelled) removes its own.
             if not self._aborted:
                 registration.remove()
+
+    async def _wait_trio(self, lowlevel: Any) -> None:
+        task = lowlevel.current_task()
+        token = lowlevel.current_trio_token()
+        loop_thread = threading.get_ident()
+        done = False  # rescheduled or cancelled: the task must be rescheduled once only
+
+        def reschedule() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                lowlevel.reschedule(task)
+
+        def wake(_signal: AbortSignal) -> None:
+            if threading.get_ident() == loop_thread:
+                reschedule()
+                return
+            with contextlib.suppress(RuntimeError):  # the run has finished
+                token.run_sync_soon(reschedule)
+
+        def abort(_raise_cancel: object) -> object:
+            nonlocal done
+            done = True
+            return lowlevel.Abort.SUCCEEDED
+
+        key = self._attach(wake)
+        if key is None:
+            await lowlevel.checkpoint()
+            return
+        try:
+            await lowlevel.wait_task_rescheduled(abort)
+        finally:
+            if not self._aborted:
+                self._remove_listener(key)
+
+    def _attach(self, callback: Listener) -> int | None:
+        """Add a listener under its key; ``None`` (and nothing added) once aborted."""
+        with _lock:
+            if self._aborted:
+                return None
+            key = next(_keys)
+            if self._listeners is None:
+                self._listeners = {}
+            self._listeners[key] = callback
+            return key
 
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block the calling thread until the signal aborts or ``timeout`` seconds pass.
@@ -225,6 +292,59 @@ class AbortSignal:
 
 def _nothing() -> None:
     pass
+
+
+def _fresh_abort_error() -> AbortError:
+    """``AbortError()``, without running its ``__init__`` (one per abort without a reason)."""
+    error: AbortError = _new_exception(AbortError)
+    error.reason = None
+    return error
+
+
+_new_exception = BaseException.__new__
+
+
+_running_loop = asyncio._get_running_loop  # None outside asyncio: no exception to pay for
+_trio_module: list[Any] = []  # [trio.lowlevel or None], once looked up
+
+
+def _trio_lowlevel() -> Any:
+    """``trio.lowlevel`` when running under trio, else ``None``."""
+    if not _trio_module:
+        try:
+            import trio.lowlevel
+        except ImportError:
+            _trio_module.append(None)
+        else:
+            _trio_module.append(trio.lowlevel)
+    lowlevel = _trio_module[0]
+    if lowlevel is None:
+        return None
+    try:
+        lowlevel.current_task()
+    except RuntimeError:
+        return None
+    return lowlevel
+
+
+def _future_waker(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> Listener:
+    """A listener that resolves ``future`` in ``loop``'s thread, from whichever thread."""
+    loop_thread = threading.get_ident()
+
+    def wake(_signal: AbortSignal) -> None:
+        if threading.get_ident() == loop_thread:
+            if not future.done():
+                future.set_result(None)
+            return
+        with contextlib.suppress(RuntimeError):  # the event loop has finished
+            loop.call_soon_threadsafe(_resolve, future)
+
+    return wake
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _run_listener(callback: Listener, signal: AbortSignal) -> BaseException | None:
@@ -274,34 +394,56 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
     with _lock:
         if root._aborted:
             return None
-        # Allocated before the state changes: a finalizer that the allocation runs must
-        # not see ``root`` aborted while its dependents are not yet.
-        aborted = [root]
-        root._aborted = True
-        root._reason = reason
-        # Breadth-first over the fused dependents; ``aborted`` doubles as the queue.
-        position = 0
-        while position < len(aborted):
-            signal = aborted[position]
-            position += 1
-            dependents, signal._dependents = signal._dependents, None
-            if dependents:
-                for dependent in dependents:
-                    if not dependent._aborted:
-                        dependent._aborted = True
-                        dependent._reason = reason
-                        aborted.append(dependent)
-        calls: list[tuple[Listener, AbortSignal]] = []
-        for signal in aborted:
-            listeners, signal._listeners = signal._listeners, None
-            if listeners:
-                for callback in listeners.values():
-                    calls.append((callback, signal))  # noqa: PERF401 - no generator frame
-    interrupt: BaseException | None = None
+        if root._dependents is None:
+            # Nothing fused from it, the common case: no walk, no lists.
+            root._aborted = True
+            root._reason = reason
+            listeners = root._listeners
+            if listeners is None:
+                return None
+            root._listeners = None
+            calls: list[tuple[Listener, AbortSignal]] = [
+                (callback, root) for callback in listeners.values()
+            ]
+        else:
+            calls = _abort_fused(root, reason)
+    if len(calls) == 1:
+        return _run_listener(*calls[0])
+    interrupt = None
     for callback, signal in calls:
         raised = _run_listener(callback, signal)
         interrupt = interrupt or raised
     return interrupt
+
+
+def _abort_fused(root: AbortSignal, reason: object) -> list[tuple[Listener, AbortSignal]]:
+    """Under the lock: abort ``root`` and what is fused from it; return their listeners."""
+    # Allocated before the state changes: a finalizer that the allocation runs must
+    # not see ``root`` aborted while its dependents are not yet.
+    calls: list[tuple[Listener, AbortSignal]] = []
+    aborted = [root]
+    root._aborted = True
+    root._reason = reason
+    # Breadth-first over the fused dependents; ``aborted`` doubles as the queue.
+    position = 0
+    while position < len(aborted):
+        signal = aborted[position]
+        position += 1
+        dependents = signal._dependents
+        if dependents is not None:
+            signal._dependents = None
+            for dependent in dependents:
+                if not dependent._aborted:
+                    dependent._aborted = True
+                    dependent._reason = reason
+                    aborted.append(dependent)
+    for signal in aborted:
+        listeners = signal._listeners
+        if listeners is not None:
+            signal._listeners = None
+            for callback in listeners.values():
+                calls.append((callback, signal))  # noqa: PERF401 - no generator frame
+    return calls
 
 
 @final
@@ -315,7 +457,13 @@ class AbortController:
     __slots__ = ("_signal",)
 
     def __init__(self) -> None:
-        self._signal = AbortSignal(_KEY)
+        # AbortSignal(_KEY) without its guarding __init__: one controller per call.
+        signal = _new_signal(AbortSignal)
+        signal._aborted = False
+        signal._reason = None
+        signal._listeners = None
+        signal._dependents = None
+        self._signal = signal
 
     @property
     def signal(self) -> AbortSignal:
@@ -331,9 +479,10 @@ class AbortController:
         Args:
             reason: Any object; ``None`` means a fresh `AbortError`.
         """
-        if self._signal._aborted:
+        signal = self._signal
+        if signal._aborted:
             return
-        interrupt = _trigger(self._signal, AbortError() if reason is None else reason)
+        interrupt = _trigger(signal, _fresh_abort_error() if reason is None else reason)
         if interrupt is not None:
             raise interrupt
 
