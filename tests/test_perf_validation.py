@@ -23,7 +23,7 @@ from typing_extensions import TypedDict
 
 from toolseam import FrozenDict, FrozenList, ToolArgsError, ToolRunContext, define_tool
 from toolseam._define import DefinedTool
-from toolseam._json import materialize_arguments
+from toolseam._json import MaterializationError, materialize_arguments
 
 
 class Inner(TypedDict):
@@ -203,7 +203,11 @@ def shape(value: object) -> object:
 
 def outcome(definition: DefinedTool[Any, Any], arguments: object) -> object:
     try:
-        return shape(definition.parse_arguments(materialize_arguments(arguments)[0]))
+        snapshot = materialize_arguments(arguments)[0]
+    except MaterializationError:
+        return ("not JSON",)  # -0.0, say: the call would end before validation
+    try:
+        return shape(definition.parse_arguments(snapshot))
     except ToolArgsError as error:
         return ("error", str(error))
 

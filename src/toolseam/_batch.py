@@ -7,11 +7,14 @@ otherwise providers reject the unbalanced history. This module guarantees that s
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import cast, final
+from typing import Any, cast, final
 
 import anyio
+import anyio.lowlevel
+from anyio.abc import TaskGroup
 
 from ._errors import exact_str, type_name
 from ._registry import ToolRegistry
@@ -117,23 +120,133 @@ async def run_tool_calls(
     ]
     outcomes: list[CallOutcome | None] = [None] * len(batch)
     index = 0
-    mode: str | None = None  # the mode already read for batch[index], if any
+    mode: tuple[str, Any] | None = None  # the mode already read for batch[index], if any
     while index < len(batch) and not signal.aborted:
         if mode is None:
-            mode = registry.execution_mode(inputs[index])
-        if mode == "exclusive":
+            mode = registry._mode(inputs[index])
+        if mode[0] == "exclusive":
             result = await registry.execute(inputs[index])
             outcomes[index] = CallOutcome(batch[index], result, True)
             index += 1
             mode = None
         else:
             index, mode = await _run_parallel_group(
-                registry, batch, inputs, outcomes, index, signal, max_parallel
+                registry, batch, inputs, outcomes, index, mode, signal, max_parallel
             )
     return [
         outcome if outcome is not None else CallOutcome(call, registry._skip(call_input), False)
         for call, call_input, outcome in zip(batch, inputs, outcomes, strict=True)
     ]
+
+
+# Where a started call of a parallel group is.
+_BEFORE = 0  # in its pre-execute stage (which settles it if interrupted)
+_QUEUED = 1  # waiting for a worker to dispatch it
+_DISPATCHING = 2  # a worker runs its dispatch stage (which settles it if interrupted)
+_DISPATCHED = 3  # waiting for its post-execute turn
+_AFTER = 4  # in its post-execute stage (which settles it if interrupted), then published
+
+
+@final
+class _Started:
+    """One started call of a parallel group."""
+
+    __slots__ = ("index", "run", "state")
+
+    def __init__(self, index: int, run: Run) -> None:
+        self.index = index
+        self.run = run
+        self.state = _BEFORE
+
+
+@final
+class _Pool:
+    """The worker tasks that dispatch a group's calls, and the queue they take them from.
+
+    A worker takes queued calls one after another and parks when the queue is empty. The
+    sequencer (the task running `run_tool_calls`) adds workers only as bodies block: after
+    it has let the workers run, a call still queued while none of them is about to run
+    means that every worker is inside a body that waits, and one more worker is started, up
+    to ``max_parallel``. Bodies that never block are all dispatched by one worker, so a
+    batch costs one task rather than one per call.
+    """
+
+    __slots__ = (
+        "cap",
+        "closing",
+        "group",
+        "idle",
+        "in_dispatch",
+        "notify",
+        "queue",
+        "registry",
+        "runnable",
+        "workers",
+    )
+
+    def __init__(self, registry: ToolRegistry, group: TaskGroup, cap: int) -> None:
+        self.registry = registry
+        self.group = group
+        self.cap = cap
+        self.queue: deque[_Started] = deque()
+        self.idle: list[anyio.Event] = []  # one event per parked worker
+        self.workers = 0
+        self.runnable = 0  # workers started or woken that have not run yet
+        self.in_dispatch = 0  # queued or being dispatched: what max_parallel caps
+        self.notify: anyio.Event | None = None  # set when the sequencer waits for a worker
+        self.closing = False
+
+    def hand_off(self, *, eager: bool) -> None:
+        """See that queued calls get workers: all of them now if ``eager``.
+
+        The sequencer is eager before it awaits a stage of its own (a pre- or post-execute
+        listener may wait for a human): every queued call must be dispatched meanwhile.
+        """
+        waiting = len(self.queue) - self.runnable
+        idle = self.idle
+        while waiting > 0 and idle:
+            idle.pop().set()
+            self.runnable += 1
+            waiting -= 1
+        if waiting > 0 and (eager or not self.runnable):
+            for _ in range(min(waiting if eager else 1, self.cap - self.workers)):
+                self.workers += 1
+                self.runnable += 1
+                self.group.start_soon(self._work)
+
+    async def _work(self) -> None:
+        self.runnable -= 1
+        registry = self.registry
+        queue = self.queue
+        while True:
+            while queue:
+                started = queue.popleft()
+                started.state = _DISPATCHING
+                step = registry._stage_dispatch(started.run)
+                try:
+                    if step is not None:
+                        await step
+                finally:
+                    started.state = _DISPATCHED
+                    self.in_dispatch -= 1
+                    notify = self.notify
+                    if notify is not None:
+                        self.notify = None
+                        notify.set()
+            if self.closing:
+                return
+            wake = anyio.Event()
+            self.idle.append(wake)
+            await wake.wait()
+            self.runnable -= 1
+
+    def close(self) -> None:
+        """Let every parked worker return; no call is queued any more."""
+        self.closing = True
+        self.queue.clear()
+        for wake in self.idle:
+            wake.set()
+        self.idle.clear()
 
 
 async def _run_parallel_group(
@@ -142,66 +255,80 @@ async def _run_parallel_group(
     inputs: Sequence[ToolExecutionInput],
     outcomes: list[CallOutcome | None],
     start: int,
+    mode: tuple[str, Any],
     signal: AbortSignal,
     max_parallel: int,
-) -> tuple[int, str | None]:
-    """Run consecutive parallel calls from ``start``.
+) -> tuple[int, tuple[str, Any] | None]:
+    """Run consecutive parallel calls from ``start`` (whose mode is ``mode``).
 
-    Returns the index of the first call not run and, when a call's mode ended the group,
-    that mode (so it is read once per call).
+    This task is the sequencer: it runs pre-execute (with approval and guards) and
+    post-execute of every call itself, each in model order, so the two never overlap
+    (contract §7); a pool of workers dispatches. Returns the index of the first call not
+    run and, when a call's mode ended the group, that mode (so it is read once per call).
     """
-    slots = anyio.Semaphore(max_parallel)
-    # Pre-execute (with approval and guards) and post-execute never overlap each other:
-    # only dispatch and bodies run concurrently (contract §7). The lock is FIFO.
-    policy = anyio.Lock()
-    post_turn = anyio.Event()
-    post_turn.set()
-
-    async def finish(index: int, run: Run, previous: anyio.Event, done: anyio.Event) -> None:
-        holding = False
-
-        async def my_turn() -> None:
-            nonlocal holding
-            await previous.wait()  # post-execute in model order
-            await policy.acquire()
-            holding = True
-
-        try:
-            try:
-                await registry._stage_dispatch(run)
-            finally:
-                # The cap counts calls in dispatch; a call waiting for its post-execute
-                # turn no longer holds a slot.
-                slots.release()
-            result = await registry._stage_after(run, my_turn)
-            outcomes[index] = CallOutcome(batch[index], result, True)
-        finally:
-            if holding:
-                policy.release()
-            done.set()
-
+    order: deque[_Started] = deque()  # started, not yet published, in model order
     index = start
-    next_mode: str | None = None
+    pending: tuple[str, Any] | None = mode
+    next_mode: tuple[str, Any] | None = None
     async with anyio.create_task_group() as group:
-        while index < len(batch):
-            if index > start:
-                mode = registry.execution_mode(inputs[index])
-                if mode != "parallel":
-                    next_mode = mode
-                    break
-            await slots.acquire()
-            try:
-                async with policy:
-                    if signal.aborted:
-                        slots.release()
+        pool = _Pool(registry, group, max_parallel)
+        try:
+            while True:
+                # Post-execute and publish, in model order, every call whose dispatch ended.
+                while order and order[0].state == _DISPATCHED:
+                    started = order[0]
+                    started.state = _AFTER
+                    step = registry._stage_after(started.run, checkpoint=False)
+                    if step is not None:
+                        pool.hand_off(eager=True)
+                        await step
+                    order.popleft()
+                    result = registry._publish(started.run)
+                    outcomes[started.index] = CallOutcome(batch[started.index], result, True)
+                # Start calls while a dispatch slot is free.
+                while (
+                    next_mode is None
+                    and index < len(batch)
+                    and pool.in_dispatch < max_parallel
+                    and not signal.aborted
+                ):
+                    if pending is None:
+                        pending = registry._mode(inputs[index])
+                    if pending[0] != "parallel":
+                        next_mode = pending
                         break
-                    run = registry._start(inputs[index])
-                    await registry._stage_before(run)
-            except BaseException:
-                slots.release()
-                raise
-            done = anyio.Event()
-            group.start_soon(finish, index, run, post_turn, done)
-            post_turn = done
-            index += 1
+                    started = _Started(index, registry._start(inputs[index], pending[1]))
+                    pending = None
+                    order.append(started)
+                    index += 1
+                    step = registry._stage_before(started.run)
+                    if step is not None:
+                        pool.hand_off(eager=True)
+                        await step
+                    if started.run._result is None:
+                        started.state = _QUEUED
+                        pool.queue.append(started)
+                        pool.in_dispatch += 1
+                    else:
+                        started.state = _DISPATCHED  # nothing to dispatch
+                if not order:
+                    break  # every started call is published, and no further one may start
+                if order[0].state == _DISPATCHED:
+                    continue
+                pool.hand_off(eager=False)
+                if pool.queue:
+                    await anyio.lowlevel.checkpoint()  # let the workers take them
+                else:
+                    notify = pool.notify = anyio.Event()
+                    await notify.wait()
+        except BaseException:
+            # The host cancelled us (or an interrupt): every started call still publishes
+            # its one result. Calls inside a stage settle themselves; these are between.
+            pool.close()
+            for started in order:
+                if started.state == _QUEUED or started.state == _DISPATCHED:
+                    registry._settle_interrupted(started.run)
+            raise
+        finally:
+            pool.close()
     return index, next_mode

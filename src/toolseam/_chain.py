@@ -40,7 +40,12 @@ class Chain:
 
     def start(self) -> Awaitable[Any]:
         """Call the outermost listener (or the innermost step if there is none)."""
-        return _Next(self, 0)()
+        listeners = self._listeners
+        if listeners:
+            # What _Next(self, 0)() does, without the object: nobody else holds it.
+            step: Awaitable[Any] = listeners[0](*self._leading, _Next(self, 1))
+            return step
+        return self._innermost()
 
     def close(self) -> None:
         """Make every ``next`` of this chain raise from now on."""
@@ -86,3 +91,8 @@ class _Next:
             step: Awaitable[Any] = listeners[index](*chain._leading, _Next(chain, index + 1))
             return step
         return chain._innermost()
+
+    @property
+    def _innermost(self) -> bool:
+        """Whether this ``next`` runs the innermost step (no listener left to call)."""
+        return self._index >= len(self._chain._listeners)

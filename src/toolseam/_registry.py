@@ -15,7 +15,7 @@ import functools
 import logging
 import operator
 import types
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast, final
 
@@ -36,7 +36,7 @@ from ._errors import (
     safe_str,
     type_name,
 )
-from ._json import JsonValue, MaterializationError, materialize
+from ._json import JsonValue, MaterializationError, materialize, materialize_arguments
 from ._registration import Registration
 from ._results import (
     ToolFailure,
@@ -46,9 +46,10 @@ from ._results import (
     failure_from_exception,
     materialized_success,
     render_value,
+    rendered_success,
 )
 from ._run import DispatchView, Run
-from ._signals import AbortSignal, fuse_owned
+from ._signals import AbortSignal
 from ._stages import (
     AroundDispatch,
     Guard,
@@ -77,6 +78,9 @@ _ALLOW = Allow()
 _ACCEPT = Accept()
 _RESULT_TYPES = (ToolSuccess, ToolFailure)
 _CANCELLATION_CODES = frozenset((TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH))
+_ROOT_TYPES = (str, type(None))
+# A snapshot of the arguments and whether all their text is UTF-8 (materialize_arguments).
+_Snapshot = tuple[JsonValue, bool]
 
 
 def _denied(reason: str) -> ToolFailure:
@@ -239,18 +243,27 @@ class ToolRegistry:
         hostile input field all mean ``"exclusive"``: this never raises, so one bad call
         cannot tear down the batch around it.
         """
+        return self._mode(input)[0]
+
+    def _mode(self, input: ToolExecutionInput) -> tuple[Literal["parallel", "exclusive"], Any]:
+        """`execution_mode`, and the arguments' snapshot it took (for `_start`), if any."""
         try:
             name = exact_str(input.name)
             definition = None if name is None else self._tools.get(name)
             if definition is None:
-                return "exclusive"
-            if isinstance(definition, DefinedTool) and not definition.has_concurrency_option:
-                return "exclusive"  # nothing to ask: skip parsing the arguments
-            args = definition.parse_arguments(materialize(input.arguments))
+                return "exclusive", None
+            if type(definition) is DefinedTool:
+                if not definition.has_concurrency_option:
+                    return "exclusive", None  # nothing to ask: skip parsing the arguments
+                snapshot = materialize_arguments(input.arguments)
+                args = definition._parse(*snapshot)
+            else:
+                snapshot = materialize_arguments(input.arguments)
+                args = definition.parse_arguments(snapshot[0])
             safe: object = definition.is_concurrency_safe(args)
         except Exception:
-            return "exclusive"
-        return "parallel" if safe is True else "exclusive"
+            return "exclusive", None
+        return ("parallel" if safe is True else "exclusive"), snapshot
 
     # -- execution ---------------------------------------------------------------------
 
@@ -308,66 +321,70 @@ class ToolRegistry:
             TypeError: ``input`` is not a `ToolExecutionInput` with an `AbortSignal`.
         """
         run = self._start(input)
-        await self._stage_before(run)
-        await self._stage_dispatch(run)
-        return await self._stage_after(run)
+        step = self._stage_before(run)
+        if step is not None:
+            await step
+        step = self._stage_dispatch(run)
+        if step is not None:
+            await step
+        step = self._stage_after(run)
+        if step is not None:
+            await step
+        return self._publish(run)
 
-    # `execute` and `run_tool_calls` both drive the stages below. Each one settles and
-    # publishes the call's one result if the awaiting task is cancelled inside it.
+    # `execute` and `run_tool_calls` both drive the stages below, in this order, then
+    # `_publish`. Each stage returns ``None`` when it has completed without awaiting
+    # anything, or an awaitable that completes it: a stage with no listeners costs no
+    # coroutine. An awaited stage settles and publishes the call's one result if the
+    # awaiting task is cancelled inside it.
 
-    async def _stage_before(self, run: Run) -> None:
+    def _stage_before(self, run: Run) -> Awaitable[object] | None:
         """Pre-execute, approval and guards; then the caller's signal decides."""
         if run._result is not None:
-            return
-        try:
-            if self._pre.items or self._guards.items:
-                await self._before_dispatch(run)
-            elif run._caller_signal._aborted:
-                # _before_dispatch without listeners: only its cancellation check.
-                run._result = aborted_result(body_invoked=False)
-        except Exception as error:
-            self._fail_unexpectedly(run, error)
-        except BaseException:
-            self._settle_interrupted(run)
-            raise
+            return None
+        if self._pre.items or self._guards.items:
+            return self._before_dispatch(run)
+        if run._caller_signal._aborted:
+            # _before_dispatch without listeners: only its cancellation check.
+            run._result = aborted_result(body_invoked=False)
+        return None
 
-    async def _stage_dispatch(self, run: Run) -> None:
+    def _stage_dispatch(self, run: Run) -> Awaitable[object] | None:
         """The around-dispatch chain and the body, unless a result is already fixed."""
         if run._result is not None:
-            return
-        try:
-            if self._wrappers.items:
-                await self._dispatch(run)
-            else:
-                self._dispatched(run, await self._invoke_body(run))
-        except Exception as error:
-            self._fail_unexpectedly(run, error)
-        except BaseException:
-            self._settle_interrupted(run)
-            raise
+            return None
+        if self._wrappers.items:
+            return self._dispatch(run)
+        return self._invoke_body(run, True)
 
-    async def _stage_after(
-        self, run: Run, ready: Callable[[], Awaitable[object]] | None = None
-    ) -> ToolResult:
-        """Post-execute (after ``ready``, the batch's turn), then publish."""
+    def _stage_after(self, run: Run, *, checkpoint: bool = True) -> Awaitable[object] | None:
+        """Post-execute, then `_publish` is next.
+
+        A call settled early (pre-aborted, bad arguments, a raising stage) may not have
+        awaited anything: with ``checkpoint`` this stage then awaits one, so that
+        `execute` is always a checkpoint.
+        """
+        if run._final:
+            return self._guarded(run, anyio.lowlevel.checkpoint()) if checkpoint else None
+        if self._post.items:
+            return self._after_dispatch(run)
+        # _after_dispatch without listeners: only its cancellation check.
+        result = run._result
+        if result is not None and not result.is_error and run._caller_signal._aborted:
+            run._result = aborted_result(
+                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+            )
+        return None
+
+    async def _guarded(self, run: Run, step: Awaitable[None]) -> None:
+        """Await one stage: what escapes it still ends in the call's one result."""
         try:
-            if ready is not None:
-                await ready()
-            if not run._final:
-                if self._post.items:
-                    await self._after_dispatch(run)
-                else:
-                    self._after_dispatch_tail(run)
-            elif ready is None:
-                # A call settled early (pre-aborted, bad arguments, a raising stage) may not
-                # have awaited anything: keep execute() a checkpoint on that path too.
-                await anyio.lowlevel.checkpoint()
+            await step
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
             self._settle_interrupted(run)
             raise
-        return self._publish(run)
 
     def _fail_unexpectedly(self, run: Run, error: Exception) -> None:
         """An exception got past a stage's own handling: still exactly one failure.
@@ -378,12 +395,16 @@ class ToolRegistry:
         """
         _log(logging.ERROR, "call %r: unexpected error in the pipeline", run._call_id, error)
         run._in_body = False
+        run._pending = None
         run._signal = run._caller_signal
         self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
 
     def _skip(self, input: ToolExecutionInput) -> ToolResult:
         """Publish `ABORTED_BEFORE_DISPATCH` for a call a batch never started."""
-        run = self._new_run(input, *_text_fields(input)[:3], input.signal)
+        call_id, name, root_call_id, _problem = _text_fields(
+            input.call_id, input.name, input.root_call_id
+        )
+        run = self._new_run(input, call_id, name, root_call_id, input.signal)
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
@@ -400,22 +421,33 @@ class ToolRegistry:
     ) -> Run:
         # contract §5.1: the definition visible *now* supplies finalize_content.
         definition = self._tools.get(name)
-        run = Run(
-            token=mint_token(input.parent),
-            call_id=call_id,
-            root_call_id=root_call_id,
-            name=name,
-            agent=input.agent,
-            parent=input.parent,
-            signal=signal,
-            finalizer=None if definition is None else definition.finalize_content,
-        )
+        if definition is None:
+            finalizer = None
+        elif type(definition) is DefinedTool:
+            finalizer = definition._finalize  # None without the option: nothing to call
+        else:
+            finalizer = definition.finalize_content
         epoch = self._epoch
-        run._epoch = epoch
+        parent = input.parent
+        run = Run(
+            mint_token(parent),
+            call_id,
+            root_call_id,
+            name,
+            input.agent,
+            parent,
+            signal,
+            finalizer,
+            epoch,
+        )
         self._in_flight[epoch] += 1
         return run
 
-    def _start(self, input: ToolExecutionInput) -> Run:
+    def _start(self, input: ToolExecutionInput, snapshot: _Snapshot | None = None) -> Run:
+        """5.1 to 5.3: a run for ``input``, with its result fixed if it ends here.
+
+        ``snapshot``: the arguments' snapshot that `execution_mode` took already.
+        """
         # contract §5.1: read every input field exactly once.
         if type(input) is not ToolExecutionInput:
             raise TypeError(f"execute() expects a ToolExecutionInput, got {type_name(type(input))}")
@@ -424,10 +456,20 @@ class ToolRegistry:
             raise TypeError(
                 f"ToolExecutionInput.signal must be an AbortSignal, got {type_name(type(signal))}"
             )
-        call_id, name, root_call_id, problem = _text_fields(input)
+        call_id = input.call_id
+        name = input.name
+        root_call_id = input.root_call_id
+        problem: str | None = None
+        if type(call_id) is str and type(name) is str and type(root_call_id) in _ROOT_TYPES:
+            root_call_id = root_call_id or call_id
+        else:
+            call_id, name, root_call_id, problem = _text_fields(call_id, name, root_call_id)
         run = self._new_run(input, call_id, name, root_call_id, signal)
         try:
-            run._arguments = materialize(input.arguments)
+            if snapshot is None:
+                run._arguments, run._utf8 = materialize_arguments(input.arguments)
+            else:
+                run._arguments, run._utf8 = snapshot
         except MaterializationError as error:
             # contract §5.2: a materialization failure wins over everything else.
             return self._finish(run, ToolFailure.from_message(f"{ARGUMENTS_NOT_JSON} ({error})"))
@@ -445,58 +487,64 @@ class ToolRegistry:
         return run
 
     async def _before_dispatch(self, run: Run) -> None:
-        caller = run._caller_signal
-        pre = self._pre.items
-        decision: object = _ALLOW
-        if pre:
-            chain = Chain(pre, (run,), _default_pre, "pre-execute listener")
-            try:
-                decision = await chain.start()
-            except BaseException as error:
-                failure = _stage_failure(run, error)
-                if failure is None:
-                    raise
-                self._finish(run, failure)
+        try:
+            caller = run._caller_signal
+            pre = self._pre.items
+            decision: object = _ALLOW
+            if pre:
+                chain = Chain(pre, (run,), _default_pre, "pre-execute listener")
+                try:
+                    decision = await chain.start()
+                except BaseException as error:
+                    failure = _stage_failure(run, error)
+                    if failure is None:
+                        raise
+                    self._finish(run, failure)
+                    return
+                finally:
+                    chain.close()
+            if type(decision) is Ask:
+                if caller._aborted:
+                    # contract §5.4: cancelled before dispatch, and still through post-execute.
+                    run._result = aborted_result(body_invoked=False)
+                    return
+                decision = await self._ask(run, decision.reason)
+                if run._result is not None:
+                    return
+            if type(decision) is Deny:
+                run._result = _denied(safe_str(decision.reason))
+                run._denied = True
                 return
-            finally:
-                chain.close()
-        if type(decision) is Ask:
+            if type(decision) is not Allow:
+                self._finish(
+                    run,
+                    ToolFailure.from_message(
+                        f"pre-execute chain returned {type_name(type(decision))}, "
+                        "not Allow, Deny or Ask"
+                    ),
+                )
+                return
+            for guard in self._guards.items:
+                try:
+                    verdict = guard(run)
+                except BaseException as error:
+                    failure = _stage_failure(run, error)
+                    if failure is None:
+                        raise
+                    self._finish(run, failure)
+                    return
+                if verdict is not None:
+                    run._result = _denied(safe_str(verdict))
+                    run._denied = True
+                    return
             if caller._aborted:
                 # contract §5.4: cancelled before dispatch, and still through post-execute.
                 run._result = aborted_result(body_invoked=False)
-                return
-            decision = await self._ask(run, decision.reason)
-            if run._result is not None:
-                return
-        if type(decision) is Deny:
-            run._result = _denied(safe_str(decision.reason))
-            run._denied = True
-            return
-        if type(decision) is not Allow:
-            self._finish(
-                run,
-                ToolFailure.from_message(
-                    f"pre-execute chain returned {type_name(type(decision))}, "
-                    "not Allow, Deny or Ask"
-                ),
-            )
-            return
-        for guard in self._guards.items:
-            try:
-                verdict = guard(run)
-            except BaseException as error:
-                failure = _stage_failure(run, error)
-                if failure is None:
-                    raise
-                self._finish(run, failure)
-                return
-            if verdict is not None:
-                run._result = _denied(safe_str(verdict))
-                run._denied = True
-                return
-        if caller._aborted:
-            # contract §5.4: cancelled before dispatch, and still through post-execute.
-            run._result = aborted_result(body_invoked=False)
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
+        except BaseException:
+            self._settle_interrupted(run)
+            raise
 
     async def _ask(self, run: Run, reason: object) -> PreDecision:
         """Ask the approval service; a fixed outcome is left in ``run._result``."""
@@ -538,34 +586,41 @@ class ToolRegistry:
         return _ALLOW
 
     async def _dispatch(self, run: Run) -> None:
-        chain = Chain(
-            self._wrappers.items,
-            (DispatchView(run),),
-            lambda: self._invoke_body(run),
-            "around-dispatch wrapper",
-        )
         try:
-            result: object = await chain.start()
-        except BaseException as error:
-            failure = _stage_failure(run, error, run._contexts)
-            if failure is None:
-                raise
-            self._finish(run, failure)
-            return
-        finally:
-            chain.close()
-            # The seed's rule: restore the caller's signal unconditionally.
-            run._signal = run._caller_signal
-        if type(result) not in _RESULT_TYPES:
-            self._finish(
-                run,
-                ToolFailure.from_message(
-                    f"around-dispatch wrapper returned {type_name(type(result))}, not a ToolResult",
-                    additional_contexts=run._contexts,
-                ),
+            chain = Chain(
+                self._wrappers.items,
+                (DispatchView(run),),
+                functools.partial(self._invoke_body, run),
+                "around-dispatch wrapper",
             )
-            return
-        self._dispatched(run, cast("ToolResult", result))
+            try:
+                result: object = await chain.start()
+            except BaseException as error:
+                failure = _stage_failure(run, error, run._contexts)
+                if failure is None:
+                    raise
+                self._finish(run, failure)
+                return
+            finally:
+                chain.close()
+                # The seed's rule: restore the caller's signal unconditionally.
+                run._signal = run._caller_signal
+            if type(result) not in _RESULT_TYPES:
+                self._finish(
+                    run,
+                    ToolFailure.from_message(
+                        f"around-dispatch wrapper returned {type_name(type(result))}, "
+                        "not a ToolResult",
+                        additional_contexts=run._contexts,
+                    ),
+                )
+                return
+            self._dispatched(run, cast("ToolResult", result))
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
+        except BaseException:
+            self._settle_interrupted(run)
+            raise
 
     @staticmethod
     def _dispatched(run: Run, result: ToolResult) -> None:
@@ -578,115 +633,142 @@ class ToolRegistry:
             )
         run._result = result
 
-    async def _invoke_body(self, run: Run) -> ToolResult:
-        """The innermost ``next`` of the around-dispatch chain."""
-        caller = run._caller_signal
-        handed: object = run._signal
-        if caller._aborted:
-            return aborted_result(body_invoked=False)
-        if type(handed) is not AbortSignal:
-            return ToolFailure.from_message(
-                f"around-dispatch wrapper set exec.signal to {type_name(type(handed))}, "
-                "not an AbortSignal"
-            )
-        if handed._aborted:
-            return aborted_result(body_invoked=False)
-        definition = self._tools.get(run._name)
-        if definition is None:
-            return failure_from_exception(ToolNotFoundError(run._name))
-        result: ToolResult
-        deadline: Deadline | None = None
-        if self._timeouts and not run._timeout_owned:
-            seconds = definition.timeout
-            if seconds is not None:
-                # contract §5: as if timeout_policy were the innermost wrapper.
-                run._timeout_owned = True
-                deadline = Deadline(seconds)
-        # The body's signal is a registry-owned fusion: host cancellation aborts it, so
-        # whatever the body handed its signal to (a thread, nested work) hears of it
-        # (contract §5, host cancellation). The caller's signal itself is never aborted.
-        sources = (caller, handed) if deadline is None else (caller, handed, deadline.signal)
-        with fuse_owned(*sources) as fused:
-            body_signal = fused.signal
-            run._host = body_signal
-            run._signal = body_signal
-            run._in_body = True
-            # contract §5.6: "body invoked" is recorded immediately before the body is
-            # called; argument validation is part of the body call. A sync body's thread
-            # job that never started clears it again (see _threads).
-            run._body_invoked = True
-            try:
-                args = definition.parse_arguments(run._arguments)
-                output = await definition.run(args, run)
-                raw = definition.serialize_output(output)
+    async def _invoke_body(self, run: Run, stage: bool = False) -> ToolResult:
+        """The innermost ``next`` of the around-dispatch chain: 5.6, the body.
+
+        With ``stage`` (no wrappers) this is the whole dispatch stage: the result is
+        recorded in the run, and what escapes still ends in the call's one result. One
+        coroutine either way: every frame between the loop and the body is paid again each
+        time the body resumes.
+        """
+        try:
+            caller = run._caller_signal
+            handed: object = run._signal
+            result: ToolResult
+            if caller._aborted:
+                result = aborted_result(body_invoked=False)
+            elif type(handed) is not AbortSignal:
+                result = ToolFailure.from_message(
+                    f"around-dispatch wrapper set exec.signal to {type_name(type(handed))}, "
+                    "not an AbortSignal"
+                )
+            elif handed._aborted:
+                result = aborted_result(body_invoked=False)
+            elif (definition := self._tools.get(run._name)) is None:
+                result = failure_from_exception(ToolNotFoundError(run._name))
+            else:
+                deadline: Deadline | None = None
+                seconds = run._timeout
+                if seconds is None and self._timeouts and not run._timeout_owned:
+                    seconds = definition.timeout
+                if seconds is not None:
+                    # contract §5: as if timeout_policy were the innermost wrapper.
+                    run._timeout_owned = True
+                    deadline = run._deadline = Deadline(seconds, (caller, handed))
+                # The body's signal is a registry-owned fusion of these (contract §5.6),
+                # made when the body first reads it (Run._body_signal): host cancellation
+                # aborts it, so whatever the body handed it to hears of it. The caller's
+                # signal itself is never aborted.
+                run._pending = (caller, handed)
+                run._in_body = True
+                # contract §5.6: "body invoked" is recorded immediately before the body is
+                # called; argument validation is part of the body call. A sync body's thread
+                # job that never started clears it again (see _threads).
+                run._body_invoked = True
                 try:
-                    value = materialize(raw)
-                except MaterializationError as error:
-                    raise ToolOutputError(
-                        f'tool "{run._name}" returned output that is not losslessly '
-                        f"JSON-serializable ({error})"
-                    ) from None
-                result = materialized_success(value, definition.render(args, value))
-            except Exception as error:
-                result = _body_failure(run, error, body_signal)
-            except BaseException as error:
-                if not _is_abort_reason(run, error, body_signal):
-                    # The host cancelled the call (or an interrupt): tell the body's
-                    # signal, keep a failure already established, re-raise.
-                    if deadline is not None and deadline.owns(body_signal):
-                        run._body_result = deadline.timed_out(aborted_result(body_invoked=True))
-                    abort_for_host(body_signal)
-                    thrown = run._thread_error
-                    if thrown is not None and run._body_result is None:
-                        run._body_result = _body_failure(run, thrown, body_signal)
-                    raise
-                # contract §5: a caller's BaseException reason, raised by the body that
-                # was told to stop, is a reason like any other.
-                result = _body_failure(run, error, body_signal)
-            finally:
-                run._in_body = False
-                run._signal = handed
-                if deadline is not None:
-                    deadline.cancel()
-        if deadline is not None and deadline.owns(body_signal):
-            result = deadline.timed_out(result)
-        # Re-read through the property: mypy keeps the narrowing from before the await.
-        if not result.is_error and caller.aborted:
-            result = aborted_result(body_invoked=True)
-        run._body_result = result
+                    if type(definition) is DefinedTool:
+                        args = definition._parse(run._arguments, run._utf8)
+                    else:
+                        args = definition.parse_arguments(run._arguments)
+                    output = await definition.run(args, run)
+                    raw = definition.serialize_output(output)
+                    try:
+                        value = raw if type(raw) is str else materialize(raw)
+                    except MaterializationError as error:
+                        raise ToolOutputError(
+                            f'tool "{run._name}" returned output that is not losslessly '
+                            f"JSON-serializable ({error})"
+                        ) from None
+                    if type(definition) is DefinedTool and definition._render is None:
+                        result = rendered_success(value)  # what its render would give
+                    else:
+                        result = materialized_success(value, definition.render(args, value))
+                except Exception as error:
+                    result = _body_failure(run, error)
+                except BaseException as error:
+                    if not _is_abort_reason(run, error):
+                        # The host cancelled the call (or an interrupt): tell the body's
+                        # signal, keep a failure already established, re-raise.
+                        if deadline is not None and deadline.owns(run._host):
+                            run._body_result = deadline.timed_out(aborted_result(body_invoked=True))
+                        run._pending = None
+                        host = run._host
+                        if host is not None:  # a body that never looked holds nothing
+                            abort_for_host(host)
+                        thrown = run._thread_error
+                        if thrown is not None and run._body_result is None:
+                            run._body_result = _body_failure(run, thrown)
+                        raise
+                    # contract §5: a caller's BaseException reason, raised by the body that
+                    # was told to stop, is a reason like any other.
+                    result = _body_failure(run, error)
+                finally:
+                    run._in_body = False
+                    run._pending = None
+                    run._signal = handed
+                    fusion = run._fusion
+                    if fusion is not None:
+                        fusion.close()
+                    if deadline is not None:
+                        deadline.cancel()
+                if deadline is not None and deadline.owns(run._host):
+                    result = deadline.timed_out(result)
+                # Re-read through the property: mypy keeps the narrowing from before.
+                if not result.is_error and caller.aborted:
+                    result = aborted_result(body_invoked=True)
+                run._body_result = result
+        except Exception as error:
+            if not stage:
+                raise
+            self._fail_unexpectedly(run, error)
+            return cast("ToolResult", run._result)
+        except BaseException:
+            if stage:
+                self._settle_interrupted(run)
+            raise
+        if stage:
+            self._dispatched(run, result)
         return result
 
     async def _after_dispatch(self, run: Run) -> None:
-        dispatched = run._result
-        assert dispatched is not None
-        result = dispatched
-        chain = Chain(self._post.items, (run, dispatched), _default_post, "post-execute listener")
         try:
-            decision: object = await chain.start()
-            result = self._apply_post(result, decision, denied=run._denied)
-        except BaseException as error:
-            failure = _stage_failure(run, error, result.additional_contexts)
-            if failure is None:
-                raise
-            self._finish(run, failure)
-            return
-        finally:
-            chain.close()
-        if not result.is_error and run._caller_signal._aborted:
-            result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+            dispatched = run._result
+            assert dispatched is not None
+            result = dispatched
+            chain = Chain(
+                self._post.items, (run, dispatched), _default_post, "post-execute listener"
             )
-        run._result = result
-
-    @staticmethod
-    def _after_dispatch_tail(run: Run) -> None:
-        """`_after_dispatch` without post-execute listeners: only the cancellation check."""
-        result = run._result
-        assert result is not None
-        if not result.is_error and run._caller_signal._aborted:
-            run._result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-            )
+            try:
+                decision: object = await chain.start()
+                result = self._apply_post(result, decision, denied=run._denied)
+            except BaseException as error:
+                failure = _stage_failure(run, error, result.additional_contexts)
+                if failure is None:
+                    raise
+                self._finish(run, failure)
+                return
+            finally:
+                chain.close()
+            if not result.is_error and run._caller_signal._aborted:
+                result = aborted_result(
+                    body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+                )
+            run._result = result
+        except Exception as error:
+            self._fail_unexpectedly(run, error)
+        except BaseException:
+            self._settle_interrupted(run)
+            raise
 
     @staticmethod
     def _apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolResult:
@@ -734,6 +816,7 @@ class ToolRegistry:
         failure); otherwise the call is `ABORTED` or `ABORTED_BEFORE_DISPATCH`.
         """
         run._in_body = False
+        run._pending = None
         run._signal = run._caller_signal
         result = run._result
         if result is None:
@@ -803,7 +886,9 @@ class ToolRegistry:
         return f"<ToolRegistry tools={list(self._tools)!r}>"
 
 
-def _text_fields(input: ToolExecutionInput) -> tuple[str, str, str, str | None]:
+def _text_fields(
+    raw_call_id: object, raw_name: object, raw_root: object
+) -> tuple[str, str, str, str | None]:
     """``call_id``, ``name`` and the resolved ``root_call_id`` as exact strings.
 
     A ``str`` subclass is copied into a plain ``str`` (its ``__hash__``, ``__eq__`` or
@@ -820,31 +905,32 @@ def _text_fields(input: ToolExecutionInput) -> tuple[str, str, str, str | None]:
         problems.append(f"ToolExecutionInput.{field} must be a str, got {type_name(type(value))}")
         return f"<{type_name(type(value))}>"
 
-    call_id = text("call_id", input.call_id)
-    name = text("name", input.name)
-    raw_root = input.root_call_id
+    call_id = text("call_id", raw_call_id)
+    name = text("name", raw_name)
     root = call_id if raw_root is None else text("root_call_id", raw_root) or call_id
     return call_id, name, root, "; ".join(problems) or None
 
 
-def _is_abort_reason(run: Run, error: BaseException, body_signal: AbortSignal) -> bool:
+def _is_abort_reason(run: Run, error: BaseException) -> bool:
     """Whether ``error`` is the body stopping because it was told to (the caller aborted).
 
     Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
     exception can make raise.
     """
     caller = run._caller_signal
-    return caller._aborted and (
-        issubclass(type(error), AbortError)
-        or error is caller._reason
-        or error is body_signal._reason
-    )
+    if not caller._aborted:
+        return False
+    if issubclass(type(error), AbortError) or error is caller._reason:
+        return True
+    host = run._host
+    return host is not None and error is host._reason
 
 
-def _body_failure(run: Run, error: BaseException, body_signal: AbortSignal) -> ToolFailure:
+def _body_failure(run: Run, error: BaseException) -> ToolFailure:
     """The body's exception as its outcome: cancellation when it was told to stop."""
-    if _is_abort_reason(run, error, body_signal):
-        if error is run._caller_signal._reason or error is body_signal._reason:
+    if _is_abort_reason(run, error):
+        host = run._host
+        if error is run._caller_signal._reason or (host is not None and error is host._reason):
             # One shared reason raised by many bodies must not keep their frames alive.
             error.__traceback__ = None
         return aborted_result(body_invoked=run._body_invoked)

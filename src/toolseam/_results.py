@@ -40,6 +40,7 @@ __all__ = [
     "failure_from_exception",
     "materialized_success",
     "render_value",
+    "rendered_success",
     "text_block",
     "text_content",
 ]
@@ -266,6 +267,19 @@ def materialized_success(value: JsonValue, content: object) -> ToolSuccess:
     result = object.__new__(ToolSuccess)
     _setattr(result, "value", value)
     _setattr(result, "content", _freeze_content(content))
+    _setattr(result, "meta", None)
+    _setattr(result, "additional_contexts", ())
+    _setattr(result, "is_error", False)
+    return result
+
+
+def rendered_success(value: JsonValue) -> ToolSuccess:
+    """`materialized_success` with the default content, `render_value`, built in one go."""
+    block = _new_frozen_dict()
+    _fill_dict(block, {"type": "text", "text": value if type(value) is str else dumps(value)})
+    result = object.__new__(ToolSuccess)
+    _setattr(result, "value", value)
+    _setattr(result, "content", (block,))
     _setattr(result, "meta", None)
     _setattr(result, "additional_contexts", ())
     _setattr(result, "is_error", False)

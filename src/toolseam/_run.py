@@ -9,12 +9,14 @@ a slot no view exposes (contract §5: every cancellation decision reads that cap
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 from ._json import JsonValue, MaterializationError, materialize
 from ._results import ContentBlock, ToolResult
-from ._signals import AbortSignal
+from ._signals import AbortSignal, FusedSignal, fuse_owned
+from ._timeouts import Deadline
 from ._views import ExecutionToken
 
 if TYPE_CHECKING:
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 __all__ = ["DispatchView", "Run"]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
+
+# Guards the one-time fusion of a body's signal: an async body may read ``exec.signal`` from
+# a thread of its own while the event loop's thread reads it too.
+_fusing = threading.Lock()
 
 
 @final
@@ -37,20 +43,25 @@ class Run:
         "_call_id",
         "_caller_signal",
         "_contexts",
+        "_deadline",
         "_denied",
         "_epoch",
         "_final",
         "_finalizer",
+        "_fusion",
         "_host",
         "_in_body",
         "_name",
         "_parent",
+        "_pending",
         "_result",
         "_root_call_id",
         "_signal",
         "_thread_error",
+        "_timeout",
         "_timeout_owned",
         "_token",
+        "_utf8",
     )
 
     _arguments: JsonValue
@@ -58,7 +69,6 @@ class Run:
 
     def __init__(
         self,
-        *,
         token: ExecutionToken,
         call_id: str,
         root_call_id: str,
@@ -67,7 +77,9 @@ class Run:
         parent: ExecutionToken | None,
         signal: AbortSignal,
         finalizer: Finalizer | None,
+        epoch: int,
     ) -> None:
+        # Positional: this runs once per call, and keywords cost more to bind.
         self._token = token
         self._call_id = call_id
         self._root_call_id = root_call_id
@@ -78,22 +90,52 @@ class Run:
         self._signal: Any = signal  # a wrapper may store anything here at runtime
         self._finalizer = finalizer
         self._arguments = None
-        self._contexts: list[JsonValue] = []
+        # Whether every string of the arguments is UTF-8 (define_tool's Python mode).
+        self._utf8 = False
+        # A tuple until the body defers a context (most never do), then a list.
+        self._contexts: Sequence[JsonValue] = ()
         self._body_invoked = False
         # The body's own normalized result, kept for host cancellation (a failure stays).
         self._body_result: ToolResult | None = None
-        # Aborted by the registry when the host cancels the call while the body runs.
+        # While the body runs and until it first reads ``exec.signal``: the sources of its
+        # signal, fused on that first read (see `_body_signal`).
+        self._pending: tuple[AbortSignal, ...] | None = None
+        self._fusion: FusedSignal | None = None
+        # The deadline the registry enforces around the body, if any.
+        self._deadline: Deadline | None = None
+        # The body's signal once fused: aborted by the registry on host cancellation.
         self._host: AbortSignal | None = None
         # What a thread body raised when the host cancellation reached us first.
         self._thread_error: BaseException | None = None
         self._in_body = False
         # Set by the first timeout policy that enforces this call's timeout.
         self._timeout_owned = False
+        # Seconds a timeout policy left for the registry to enforce around the body.
+        self._timeout: float | None = None
         # The registry's wait_idle() generation this call started in.
-        self._epoch = 0
+        self._epoch = epoch
         self._final = False
         self._denied = False
         self._result = None
+
+    def _body_signal(self) -> AbortSignal:
+        """The body's signal, fused from its sources now if nobody has read it yet.
+
+        A body that never reads ``exec.signal`` can have handed it to nothing, so the fusion
+        (and its detaching) is only paid for by bodies that look (contract §5.6: what they
+        get is the same signal, aborted by either source and by host cancellation).
+        """
+        with _fusing:
+            sources = self._pending
+            if sources is not None:
+                self._pending = None
+                deadline = self._deadline
+                if deadline is not None:
+                    sources = deadline.sources(sources)
+                fusion = fuse_owned(*sources)
+                self._fusion = fusion
+                self._host = self._signal = fusion.signal
+        return self._signal  # type: ignore[no-any-return]
 
     @property
     def token(self) -> ExecutionToken:
@@ -133,6 +175,8 @@ class Run:
     @property
     def signal(self) -> AbortSignal:
         """The current abort signal (read-only here)."""
+        if self._pending is not None:
+            return self._body_signal()
         return self._signal  # type: ignore[no-any-return]
 
     def defer_context(self, context: JsonValue) -> None:
@@ -145,7 +189,11 @@ class Run:
             raise ValueError(
                 f"deferred context must be losslessly JSON-serializable ({error})"
             ) from None
-        self._contexts.append(frozen)
+        contexts = self._contexts
+        if type(contexts) is list:
+            cast("list[JsonValue]", contexts).append(frozen)
+        else:
+            self._contexts = [frozen]
 
     def __repr__(self) -> str:
         return f"<ToolExecution {self._name!r} call_id={self._call_id!r}>"
@@ -198,12 +246,18 @@ class DispatchView:
     @property
     def signal(self) -> AbortSignal:
         """The signal handed down to inner wrappers and the body."""
-        return self._run._signal  # type: ignore[no-any-return]
+        run = self._run
+        if run._pending is not None:
+            return run._body_signal()
+        return run._signal  # type: ignore[no-any-return]
 
     @signal.setter
     def signal(self, value: AbortSignal) -> None:
         # contract §3: the type is the typed contract's job; the registry copes with garbage.
-        self._run._signal = value
+        run = self._run
+        if run._pending is not None:
+            run._body_signal()  # set while the body runs: as if the body's signal existed
+        run._signal = value
 
     def __repr__(self) -> str:
         return f"<ToolDispatchExecution {self._run._name!r} call_id={self._run._call_id!r}>"

@@ -115,7 +115,8 @@ async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
     this function aborts it, so the body hears of the cancellation. Raises `AbortError`
     (with the run marked not invoked) when the call aborts before a thread starts it.
     """
-    host = run._host
+    # Fused before the thread starts: the thread never races the event loop to make it.
+    host = run._host if run._pending is None else run._body_signal()
     assert host is not None, "sync bodies run inside the registry's body invocation"
     token = run._token
     level = token._thread_level

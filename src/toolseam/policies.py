@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._chain import _Next
 from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import DispatchView
@@ -11,6 +12,11 @@ from ._timeouts import Deadline
 from ._views import ToolDispatchExecution
 
 __all__ = ["timeout_policy"]
+
+
+def _is_innermost(next: object) -> bool:
+    """Whether ``next`` is the registry's own innermost ``next``: the body's dispatch."""
+    return type(next) is _Next and next._innermost
 
 
 def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
@@ -43,6 +49,14 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
             if run._timeout_owned:
                 return await next()  # contract §5: never enforced twice
             run._timeout_owned = True
+            if _is_innermost(next):
+                # Nothing runs between this wrapper and the body, so nothing but the body
+                # could see the fused signal: the registry enforces this deadline around the
+                # body itself, as its built-in policy does (the same deadline, fused into
+                # the body's signal when the body first reads it, the same TOOL_TIMEOUT),
+                # at a fraction of the cost of a fusion per call.
+                run._timeout = seconds
+                return await next()
         upstream = exec.signal
         deadline = Deadline(seconds)
         with fuse(upstream, deadline.signal) as fused:
