@@ -381,7 +381,7 @@ def materialize(value: object) -> JsonValue:
             return root
     if kind is dict or kind is list or kind is tuple:
         try:
-            return _fast(value, kind, None)
+            return _fast(value, kind, [])  # the text flag is not wanted here
         except _Fallback:
             return _materialize_fully(value)
     return _leaf(value)
@@ -475,7 +475,7 @@ _type_of: Callable[[object], type[object]] = type
 _FAST_DEPTH: Final = 48
 
 
-def _fast(value: object, kind: type, wide: list[str] | None) -> FrozenList | FrozenDict:
+def _fast(value: object, kind: type, wide: list[str]) -> FrozenList | FrozenDict:
     """The common case at a fraction of the walk's cost: valid, shallow, acyclic JSON.
 
     Recursive (to `_FAST_DEPTH` levels) rather than driven by an explicit stack, and with no
@@ -501,7 +501,7 @@ def _fast_dict(
     depth: int,
     memo: dict[int, FrozenList | FrozenDict],
     keep: list[object],
-    wide: list[str] | None,
+    wide: list[str],
 ) -> FrozenDict:
     target = _dict_new(FrozenDict)
     _fill_dict(target, source)
@@ -510,12 +510,12 @@ def _fast_dict(
     for key, item in pairs:
         if type(key) is not str:
             raise _Fallback
-        if wide is not None and not key.isascii():
+        if not key.isascii():
             wide.append(key)
         # The leaf checks of _leaves_only, inline: a call per leaf would double the cost.
         kind = _type_of(item)
         if kind is str:
-            if wide is not None and not item.isascii():
+            if not item.isascii():
                 wide.append(item)
         elif kind is int:
             if not _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
@@ -536,7 +536,7 @@ def _fast_dict(
                 keep.append(item)
             _set_dict_item(target, key, child)
         elif kind is FrozenDict or kind is FrozenList:
-            if wide is not None and not text_is_utf8(item):
+            if not text_is_utf8(item):
                 wide.append("\ud800")  # a snapshot taken elsewhere holds a lone surrogate
         elif not (item is None or kind is bool):
             raise _Fallback
@@ -548,7 +548,7 @@ def _fast_list(
     depth: int,
     memo: dict[int, FrozenList | FrozenDict],
     keep: list[object],
-    wide: list[str] | None,
+    wide: list[str],
 ) -> FrozenList:
     target = _list_new(FrozenList)
     _fill_list(target, source)
@@ -556,7 +556,7 @@ def _fast_list(
     for index, item in enumerate(items):
         kind = _type_of(item)
         if kind is str:
-            if wide is not None and not item.isascii():
+            if not item.isascii():
                 wide.append(item)
         elif kind is int:
             if not _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
@@ -564,20 +564,53 @@ def _fast_list(
         elif kind is float:
             if item - item != 0.0 or not (item or _copysign(1.0, item) > 0):
                 raise _Fallback
-        elif kind is dict or kind is list or kind is tuple:
+        elif kind is dict:
+            # A list of flat objects is the common nested shape: each is checked here,
+            # without a call, and needs no memo (a flat object met twice is merely
+            # copied twice). One with a container in it takes the general path.
+            child = _dict_new(FrozenDict)
+            _fill_dict(child, item)
+            pairs: Iterable[tuple[object, Any]] = child.items()
+            for key, value in pairs:
+                if type(key) is not str:
+                    raise _Fallback
+                if not key.isascii():
+                    wide.append(key)
+                kind = _type_of(value)
+                if kind is str:
+                    if not value.isascii():
+                        wide.append(value)
+                elif kind is int:
+                    if not _NEGATIVE_BOUND < value < _PRINTABLE_BOUND:
+                        raise _Fallback
+                elif kind is float:
+                    if value - value != 0.0 or not (value or _copysign(1.0, value) > 0):
+                        raise _Fallback
+                elif not (value is None or kind is bool):
+                    break
+            else:
+                _set_list_item(target, index, child)
+                continue
+            # Not flat: shared ones are frozen once (memo), like every other container.
+            if depth >= _FAST_DEPTH:
+                raise _Fallback
+            known = memo.get(id(item))
+            if known is None:
+                known = _fast_dict(item, depth + 1, memo, keep, wide)
+                memo[id(item)] = known
+                keep.append(item)
+            _set_list_item(target, index, known)
+        elif kind is list or kind is tuple:
             if depth >= _FAST_DEPTH:
                 raise _Fallback
             child = memo.get(id(item))
             if child is None:
-                if kind is dict:
-                    child = _fast_dict(item, depth + 1, memo, keep, wide)
-                else:
-                    child = _fast_list(item, depth + 1, memo, keep, wide)
+                child = _fast_list(item, depth + 1, memo, keep, wide)
                 memo[id(item)] = child
                 keep.append(item)
             _set_list_item(target, index, child)
         elif kind is FrozenDict or kind is FrozenList:
-            if wide is not None and not text_is_utf8(item):
+            if not text_is_utf8(item):
                 wide.append("\ud800")
         elif not (item is None or kind is bool):
             raise _Fallback
