@@ -48,7 +48,7 @@ from ._results import (
     render_value,
     rendered_success,
 )
-from ._run import DispatchView, Run
+from ._run import DispatchView, Run, _body_failure, _is_abort_reason
 from ._signals import AbortSignal
 from ._stages import (
     AroundDispatch,
@@ -60,7 +60,7 @@ from ._stages import (
 )
 from ._threads import abort_for_host
 from ._timeouts import Deadline
-from ._views import ToolExecutionInput, mint_token
+from ._views import ExecutionToken, ToolExecutionInput
 
 __all__ = ["ToolRegistry"]
 
@@ -321,6 +321,9 @@ class ToolRegistry:
             TypeError: ``input`` is not a `ToolExecutionInput` with an `AbortSignal`.
         """
         run = self._start(input)
+        # The run holds what it needs of the input: the caller's input is not kept alive
+        # (nor its arguments) while the call is in flight.
+        del input
         step = self._stage_before(run)
         if step is not None:
             await step
@@ -430,7 +433,8 @@ class ToolRegistry:
         epoch = self._epoch
         parent = input.parent
         run = Run(
-            mint_token(parent),
+            # A nested call inherits its parent's thread level (see _threads).
+            parent._thread_level if type(parent) is ExecutionToken else 0,
             call_id,
             root_call_id,
             name,
@@ -638,95 +642,34 @@ class ToolRegistry:
 
         With ``stage`` (no wrappers) this is the whole dispatch stage: the result is
         recorded in the run, and what escapes still ends in the call's one result. One
-        coroutine either way: every frame between the loop and the body is paid again each
-        time the body resumes.
+        coroutine either way, with few locals: every frame between the loop and the body is
+        paid again each time the body resumes, and kept in memory while it waits.
         """
         try:
-            caller = run._caller_signal
             handed: object = run._signal
-            result: ToolResult
-            if caller._aborted:
-                result = aborted_result(body_invoked=False)
-            elif type(handed) is not AbortSignal:
-                result = ToolFailure.from_message(
-                    f"around-dispatch wrapper set exec.signal to {type_name(type(handed))}, "
-                    "not an AbortSignal"
-                )
-            elif handed._aborted:
-                result = aborted_result(body_invoked=False)
-            elif (definition := self._tools.get(run._name)) is None:
-                result = failure_from_exception(ToolNotFoundError(run._name))
+            definition = self._enter_body(run, handed)
+            if type(definition) is ToolFailure:
+                result: ToolResult = definition
             else:
-                deadline: Deadline | None = None
-                seconds = run._timeout
-                if seconds is None and self._timeouts and not run._timeout_owned:
-                    seconds = definition.timeout
-                if seconds is not None:
-                    # contract §5: as if timeout_policy were the innermost wrapper.
-                    run._timeout_owned = True
-                    deadline = run._deadline = Deadline(seconds, (caller, handed))
-                # The body's signal is a registry-owned fusion of these (contract §5.6),
-                # made when the body first reads it (Run._body_signal): host cancellation
-                # aborts it, so whatever the body handed it to hears of it. The caller's
-                # signal itself is never aborted.
-                run._pending = (caller, handed)
-                run._in_body = True
-                # contract §5.6: "body invoked" is recorded immediately before the body is
-                # called; argument validation is part of the body call. A sync body's thread
-                # job that never started clears it again (see _threads).
-                run._body_invoked = True
                 try:
                     if type(definition) is DefinedTool:
                         args = definition._parse(run._arguments, run._utf8)
                     else:
                         args = definition.parse_arguments(run._arguments)
                     output = await definition.run(args, run)
-                    raw = definition.serialize_output(output)
-                    try:
-                        value = raw if type(raw) is str else materialize(raw)
-                    except MaterializationError as error:
-                        raise ToolOutputError(
-                            f'tool "{run._name}" returned output that is not losslessly '
-                            f"JSON-serializable ({error})"
-                        ) from None
-                    if type(definition) is DefinedTool and definition._render is None:
-                        result = rendered_success(value)  # what its render would give
-                    else:
-                        result = materialized_success(value, definition.render(args, value))
+                    result = _body_success(run, definition, args, output)
                 except Exception as error:
                     result = _body_failure(run, error)
                 except BaseException as error:
                     if not _is_abort_reason(run, error):
-                        # The host cancelled the call (or an interrupt): tell the body's
-                        # signal, keep a failure already established, re-raise.
-                        if deadline is not None and deadline.owns(run._host):
-                            run._body_result = deadline.timed_out(aborted_result(body_invoked=True))
-                        run._pending = None
-                        host = run._host
-                        if host is not None:  # a body that never looked holds nothing
-                            abort_for_host(host)
-                        thrown = run._thread_error
-                        if thrown is not None and run._body_result is None:
-                            run._body_result = _body_failure(run, thrown)
+                        _host_cancelled_body(run)
                         raise
                     # contract §5: a caller's BaseException reason, raised by the body that
                     # was told to stop, is a reason like any other.
                     result = _body_failure(run, error)
                 finally:
-                    run._in_body = False
-                    run._pending = None
-                    run._signal = handed
-                    fusion = run._fusion
-                    if fusion is not None:
-                        fusion.close()
-                    if deadline is not None:
-                        deadline.cancel()
-                if deadline is not None and deadline.owns(run._host):
-                    result = deadline.timed_out(result)
-                # Re-read through the property: mypy keeps the narrowing from before.
-                if not result.is_error and caller.aborted:
-                    result = aborted_result(body_invoked=True)
-                run._body_result = result
+                    _leave_body(run, handed)
+                result = _body_settled(run, result)
         except Exception as error:
             if not stage:
                 raise
@@ -739,6 +682,39 @@ class ToolRegistry:
         if stage:
             self._dispatched(run, result)
         return result
+
+    def _enter_body(self, run: Run, handed: object) -> ToolDefinition[Any, Any] | ToolFailure:
+        """Whether the body may be invoked: its definition, set up to run, or why not."""
+        caller = run._caller_signal
+        if caller._aborted:
+            return aborted_result(body_invoked=False)
+        if type(handed) is not AbortSignal:
+            return ToolFailure.from_message(
+                f"around-dispatch wrapper set exec.signal to {type_name(type(handed))}, "
+                "not an AbortSignal"
+            )
+        if handed._aborted:
+            return aborted_result(body_invoked=False)
+        definition = self._tools.get(run._name)
+        if definition is None:
+            return failure_from_exception(ToolNotFoundError(run._name))
+        # A policy that saw the call first owns its timeout (contract §5: never twice).
+        if run._deadline is None and self._timeouts:
+            seconds = definition.timeout
+            if seconds is not None:
+                # contract §5: as if timeout_policy were the innermost wrapper.
+                run._deadline = Deadline(seconds, caller, handed)
+        # The body's signal is a registry-owned fusion of the caller's and this one
+        # (contract §5.6), made when the body first reads it (Run._body_signal): host
+        # cancellation aborts it, so whatever the body handed it to hears of it. The
+        # caller's signal itself is never aborted.
+        run._pending = handed
+        run._in_body = True
+        # contract §5.6: "body invoked" is recorded immediately before the body is called;
+        # argument validation is part of the body call. A sync body's thread job that never
+        # started clears it again (see _threads).
+        run._body_invoked = True
+        return definition
 
     async def _after_dispatch(self, run: Run) -> None:
         try:
@@ -911,30 +887,59 @@ def _text_fields(
     return call_id, name, root, "; ".join(problems) or None
 
 
-def _is_abort_reason(run: Run, error: BaseException) -> bool:
-    """Whether ``error`` is the body stopping because it was told to (the caller aborted).
+def _body_success(
+    run: Run, definition: ToolDefinition[Any, Any], args: object, output: object
+) -> ToolResult:
+    """The body's output, validated, frozen and rendered (contract §6)."""
+    raw = definition.serialize_output(output)
+    try:
+        value = raw if type(raw) is str else materialize(raw)
+    except MaterializationError as error:
+        raise ToolOutputError(
+            f'tool "{run._name}" returned output that is not losslessly JSON-serializable ({error})'
+        ) from None
+    if type(definition) is DefinedTool and definition._render is None:
+        return rendered_success(value)  # what its render would give
+    return materialized_success(value, definition.render(args, value))
 
-    Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
-    exception can make raise.
+
+def _host_cancelled_body(run: Run) -> None:
+    """The host cancelled the call (or an interrupt) while the body ran.
+
+    Tell the body's signal (if the body ever looked at it) and keep a failure already
+    established (a thread body's own, see _threads); the caller re-raises.
     """
-    caller = run._caller_signal
-    if not caller._aborted:
-        return False
-    if issubclass(type(error), AbortError) or error is caller._reason:
-        return True
+    deadline = run._deadline
+    if deadline is not None and deadline.owns(run._host):
+        run._body_result = deadline.timed_out(aborted_result(body_invoked=True))
+    run._pending = None
     host = run._host
-    return host is not None and error is host._reason
+    if host is not None:  # a body that never looked holds nothing to tell
+        abort_for_host(host)
 
 
-def _body_failure(run: Run, error: BaseException) -> ToolFailure:
-    """The body's exception as its outcome: cancellation when it was told to stop."""
-    if _is_abort_reason(run, error):
-        host = run._host
-        if error is run._caller_signal._reason or (host is not None and error is host._reason):
-            # One shared reason raised by many bodies must not keep their frames alive.
-            error.__traceback__ = None
-        return aborted_result(body_invoked=run._body_invoked)
-    return failure_from_exception(error)
+def _leave_body(run: Run, handed: object) -> None:
+    """The body has settled: its signal detached, the wrapper's signal back, no timer."""
+    run._in_body = False
+    run._pending = None
+    run._signal = handed
+    fusion = run._fusion
+    if fusion is not None:
+        fusion.close()
+    deadline = run._deadline
+    if deadline is not None:
+        deadline.cancel()
+
+
+def _body_settled(run: Run, result: ToolResult) -> ToolResult:
+    """The body's outcome: a timeout if the deadline came first, cancellation applied."""
+    deadline = run._deadline
+    if deadline is not None and deadline.owns(run._host):
+        result = deadline.timed_out(result)
+    if not result.is_error and run._caller_signal._aborted:
+        result = aborted_result(body_invoked=True)
+    run._body_result = result
+    return result
 
 
 def _stage_failure(

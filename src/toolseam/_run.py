@@ -13,22 +13,24 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast, final
 
+from ._errors import AbortError
 from ._json import JsonValue, MaterializationError, materialize
-from ._results import ContentBlock, ToolResult
+from ._results import ContentBlock, ToolFailure, ToolResult, aborted_result, failure_from_exception
 from ._signals import AbortSignal, FusedSignal, fuse_owned
-from ._timeouts import Deadline
+from ._timeouts import Deadline, Elsewhere
 from ._views import ExecutionToken
 
 if TYPE_CHECKING:
     from ._views import ToolExecution
 
-__all__ = ["DispatchView", "Run"]
+__all__ = ["DispatchView", "Run", "_body_failure", "_is_abort_reason"]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
 
 # Guards the one-time fusion of a body's signal: an async body may read ``exec.signal`` from
 # a thread of its own while the event loop's thread reads it too.
 _fusing = threading.Lock()
+_new_token = object.__new__  # ExecutionToken without its guarding __init__, as mint_token
 
 
 @final
@@ -49,7 +51,6 @@ class Run:
         "_final",
         "_finalizer",
         "_fusion",
-        "_host",
         "_in_body",
         "_name",
         "_parent",
@@ -57,9 +58,6 @@ class Run:
         "_result",
         "_root_call_id",
         "_signal",
-        "_thread_error",
-        "_timeout",
-        "_timeout_owned",
         "_token",
         "_utf8",
     )
@@ -69,7 +67,7 @@ class Run:
 
     def __init__(
         self,
-        token: ExecutionToken,
+        level: int,
         call_id: str,
         root_call_id: str,
         name: str,
@@ -80,7 +78,8 @@ class Run:
         epoch: int,
     ) -> None:
         # Positional: this runs once per call, and keywords cost more to bind.
-        self._token = token
+        # The thread level of the token to mint (`_the_token`), then the token itself.
+        self._token: ExecutionToken | int = level
         self._call_id = call_id
         self._root_call_id = root_call_id
         self._name = name
@@ -97,21 +96,14 @@ class Run:
         self._body_invoked = False
         # The body's own normalized result, kept for host cancellation (a failure stays).
         self._body_result: ToolResult | None = None
-        # While the body runs and until it first reads ``exec.signal``: the sources of its
-        # signal, fused on that first read (see `_body_signal`).
-        self._pending: tuple[AbortSignal, ...] | None = None
+        # While the body runs and until it first reads ``exec.signal``: the signal the
+        # wrappers handed down, fused with the caller's on that first read (`_body_signal`).
+        self._pending: AbortSignal | None = None
         self._fusion: FusedSignal | None = None
-        # The deadline the registry enforces around the body, if any.
-        self._deadline: Deadline | None = None
-        # The body's signal once fused: aborted by the registry on host cancellation.
-        self._host: AbortSignal | None = None
-        # What a thread body raised when the host cancellation reached us first.
-        self._thread_error: BaseException | None = None
+        # The deadline enforced around the body, or ELSEWHERE: a timeout policy enforces
+        # this call's timeout itself (the first policy to see a call owns its timeout).
+        self._deadline: Deadline | Elsewhere | None = None
         self._in_body = False
-        # Set by the first timeout policy that enforces this call's timeout.
-        self._timeout_owned = False
-        # Seconds a timeout policy left for the registry to enforce around the body.
-        self._timeout: float | None = None
         # The registry's wait_idle() generation this call started in.
         self._epoch = epoch
         self._final = False
@@ -126,21 +118,50 @@ class Run:
         get is the same signal, aborted by either source and by host cancellation).
         """
         with _fusing:
-            sources = self._pending
-            if sources is not None:
+            handed = self._pending
+            if handed is not None:
                 self._pending = None
+                sources: tuple[AbortSignal, ...] = (self._caller_signal, handed)
                 deadline = self._deadline
                 if deadline is not None:
                     sources = deadline.sources(sources)
                 fusion = fuse_owned(*sources)
                 self._fusion = fusion
-                self._host = self._signal = fusion.signal
+                self._signal = fusion.signal
         return self._signal  # type: ignore[no-any-return]
+
+    @property
+    def _host(self) -> AbortSignal | None:
+        """The body's signal once fused: aborted by the registry on host cancellation."""
+        fusion = self._fusion
+        return None if fusion is None else fusion.signal
+
+    def _the_token(self) -> ExecutionToken:
+        """This execution's token, minted on first use: most calls never look at theirs.
+
+        Unobservable until read, and the same object from then on (minted under a lock: a
+        body may read it from a thread of its own). It carries the thread level the call
+        started with.
+        """
+        token = self._token
+        if type(token) is ExecutionToken:
+            return token
+        with _fusing:
+            token = self._token
+            if type(token) is not ExecutionToken:
+                level = token
+                token = _new_token(ExecutionToken)
+                token._thread_level = level
+                self._token = token
+        return token
 
     @property
     def token(self) -> ExecutionToken:
         """This execution's identity."""
-        return self._token
+        token = self._token
+        if type(token) is ExecutionToken:
+            return token
+        return self._the_token()
 
     @property
     def call_id(self) -> str:
@@ -211,7 +232,7 @@ class DispatchView:
     @property
     def token(self) -> ExecutionToken:
         """This execution's identity."""
-        return self._run._token
+        return self._run._the_token()
 
     @property
     def call_id(self) -> str:
@@ -261,6 +282,32 @@ class DispatchView:
 
     def __repr__(self) -> str:
         return f"<ToolDispatchExecution {self._run._name!r} call_id={self._run._call_id!r}>"
+
+
+def _is_abort_reason(run: Run, error: BaseException) -> bool:
+    """Whether ``error`` is the body stopping because it was told to (the caller aborted).
+
+    Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
+    exception can make raise.
+    """
+    caller = run._caller_signal
+    if not caller._aborted:
+        return False
+    if issubclass(type(error), AbortError) or error is caller._reason:
+        return True
+    host = run._host
+    return host is not None and error is host._reason
+
+
+def _body_failure(run: Run, error: BaseException) -> ToolFailure:
+    """The body's exception as its outcome: cancellation when it was told to stop."""
+    if _is_abort_reason(run, error):
+        host = run._host
+        if error is run._caller_signal._reason or (host is not None and error is host._reason):
+            # One shared reason raised by many bodies must not keep their frames alive.
+            error.__traceback__ = None
+        return aborted_result(body_invoked=run._body_invoked)
+    return failure_from_exception(error)
 
 
 _FIELDS = ("token", "call_id", "root_call_id", "name", "arguments", "agent", "parent", "signal")

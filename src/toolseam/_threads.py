@@ -37,7 +37,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import AbortError
-from ._run import Run
+from ._run import Run, _body_failure
 from ._signals import AbortController, AbortSignal, abort_owned, in_loop
 
 __all__ = ["abort_for_host", "run_in_worker_thread"]
@@ -118,7 +118,7 @@ async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
     # Fused before the thread starts: the thread never races the event loop to make it.
     host = run._host if run._pending is None else run._body_signal()
     assert host is not None, "sync bodies run inside the registry's body invocation"
-    token = run._token
+    token = run._the_token()
     level = token._thread_level
     limiter = _level_limiter(level)
     job = _Job()
@@ -170,7 +170,8 @@ async def _run_job(run: Run, job: _Job, host: AbortSignal, call: Callable[[], T]
         await _wait_uninterruptibly(job.finished)
         # What the body raised before the cancellation reached us stays its outcome
         # (contract §5: cancellation never replaces a failure), on every backend.
-        run._thread_error = job.error
+        if job.error is not None:
+            run._body_result = _body_failure(run, job.error)
         raise
     if job.withdrawn:  # pragma: no cover - only set on the cancellation path above
         raise AssertionError("a withdrawn job returned")

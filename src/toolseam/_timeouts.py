@@ -12,9 +12,9 @@ from typing import final
 from ._errors import TOOL_TIMEOUT, ToolTimeoutError
 from ._results import ErrorInfo, ToolFailure, ToolResult
 from ._signals import AbortController, AbortSignal, _lock, _trigger
-from ._timers import TimerHandle, call_later
+from ._timers import Timer, arm
 
-__all__ = ["Deadline", "timeout_message"]
+__all__ = ["ELSEWHERE", "Deadline", "Elsewhere", "timeout_message"]
 
 _TIMEOUT_INFO = ErrorInfo("ToolTimeoutError", TOOL_TIMEOUT)
 
@@ -25,32 +25,44 @@ def timeout_message(seconds: float) -> str:
 
 
 @final
-class Deadline:
+class Deadline(Timer):
     """Aborts `signal` with its own `ToolTimeoutError` once ``seconds`` have passed.
 
-    Arm it inside a running event loop; `cancel` it once the call has settled. The
-    controller and the reason are made only when needed: most deadlines never fire, and a
-    body that never reads its signal never needs this one's.
+    Arm it inside a running event loop; `cancel` it once the call has settled. A deadline
+    is its own timer entry, and its controller and reason are made only when needed: most
+    deadlines never fire, and a body that never reads its signal never needs this one's.
 
     Args:
         seconds: The timeout.
-        watch: The other sources of the body's signal, for a body that never fused them:
-            `first` then tells whether the deadline came before any of them.
+        caller: With ``handed``, the other sources of the body's signal, for a body that
+            never fused them: `owns` then tells whether the deadline came before both.
+        handed: See ``caller``.
     """
 
-    __slots__ = ("_controller", "_first", "_reason", "_seconds", "_timer", "_watch")
+    __slots__ = ("_caller", "_controller", "_first", "_handed", "_reason", "_seconds")
 
-    def __init__(self, seconds: float, watch: tuple[AbortSignal, ...] = ()) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        caller: AbortSignal | None = None,
+        handed: AbortSignal | None = None,
+    ) -> None:
         self._seconds = seconds
-        self._watch = watch
+        self._caller = caller
+        self._handed = handed
         self._controller: AbortController | None = None
         self._reason: ToolTimeoutError | None = None
         self._first = False
-        self._timer: TimerHandle = call_later(seconds, self._expire)
+        self.callback = self
+        arm(self, seconds)
 
-    def _expire(self) -> None:
+    def __call__(self) -> None:
+        """The timer fired: the deadline has passed."""
         with _lock:  # against a signal being made for this deadline in another thread
-            self._first = not any(source._aborted for source in self._watch)
+            caller, handed = self._caller, self._handed
+            self._first = not (
+                (caller is not None and caller._aborted) or (handed is not None and handed._aborted)
+            )
             reason = self._reason = ToolTimeoutError(timeout_message(self._seconds))
             controller = self._controller
         if controller is not None:
@@ -78,10 +90,6 @@ class Deadline:
             return (self.signal, *others)
         return (*others, self.signal)
 
-    def cancel(self) -> None:
-        """Disarm the timer (idempotent)."""
-        self._timer.cancel()
-
     def owns(self, signal: AbortSignal | None) -> bool:
         """Whether this deadline was the first abort of ``signal`` (a fusion of it).
 
@@ -102,3 +110,32 @@ class Deadline:
             info=_TIMEOUT_INFO,
             additional_contexts=result.additional_contexts,
         )
+
+
+@final
+class Elsewhere:
+    """In place of a `Deadline`: a timeout policy enforces the call's timeout itself.
+
+    Only marks the timeout as owned (contract §5: a call's timeout is enforced once); it
+    never fires.
+    """
+
+    __slots__ = ()
+
+    def sources(self, others: tuple[AbortSignal, ...]) -> tuple[AbortSignal, ...]:
+        """``others`` unchanged: no deadline of ours takes part in the body's signal."""
+        return others
+
+    def cancel(self) -> None:
+        """Nothing to disarm."""
+
+    def owns(self, signal: AbortSignal | None) -> bool:
+        """Never: no deadline of ours aborts the body's signal."""
+        return False
+
+    def timed_out(self, result: ToolResult) -> ToolFailure:  # pragma: no cover - never owns
+        """Unreachable: `owns` is always ``False``."""
+        raise AssertionError("a timeout enforced elsewhere never times out here")
+
+
+ELSEWHERE = Elsewhere()

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, final
 
-__all__ = ["TimerHandle", "call_later", "live_timers"]
+__all__ = ["Timer", "TimerHandle", "arm", "call_later", "live_timers"]
 
 logger = logging.getLogger("toolseam")
 
@@ -38,7 +38,19 @@ def call_later(delay: float, callback: Callable[[], object]) -> TimerHandle:
 
     Must be called from inside a running asyncio or trio event loop.
     """
-    return _service().call_later(delay, callback)
+    timer = Timer()
+    timer.callback = callback
+    _service().arm(timer, delay)
+    return timer
+
+
+def arm(timer: Timer, delay: float) -> None:
+    """Arm ``timer`` (whose ``callback`` is set) to fire after ``delay`` seconds.
+
+    `call_later` for an object that is its own timer entry: one allocation per timer.
+    Must be called from inside a running asyncio or trio event loop.
+    """
+    _service().arm(timer, delay)
 
 
 def live_timers() -> int:
@@ -68,19 +80,18 @@ def _service() -> _Timers:
     return service
 
 
-@final
-class _Entry:
+class Timer:
+    """One armed timer: a subclass may be its own entry (its ``callback`` set to itself)."""
+
     __slots__ = ("bucket", "callback", "owner", "when")
 
-    def __init__(
-        self, when: float, callback: Callable[[], object], owner: _Timers, bucket: deque[_Entry]
-    ) -> None:
-        self.when = when
-        self.callback: Callable[[], object] | None = callback
-        self.owner = owner
-        self.bucket = bucket
+    when: float
+    callback: Callable[[], object] | None
+    owner: _Timers
+    bucket: deque[Timer]
 
     def cancel(self) -> None:
+        """Stop the timer; idempotent, and harmless once it has fired."""
         if self.callback is not None:
             self.callback = None
             self.owner._cancelled(self)
@@ -92,7 +103,7 @@ class _Timers:
     __slots__ = ("_armed_at", "_buckets", "_dead", "_live")
 
     def __init__(self) -> None:
-        self._buckets: dict[float, deque[_Entry]] = {}
+        self._buckets: dict[float, deque[Timer]] = {}
         self._live = 0
         self._dead = 0  # cancelled entries still queued behind a live one
         self._armed_at = math.inf  # when the native wake-up is due
@@ -103,19 +114,20 @@ class _Timers:
     def _arm(self, when: float) -> None:
         raise NotImplementedError
 
-    def call_later(self, delay: float, callback: Callable[[], object]) -> _Entry:
+    def arm(self, entry: Timer, delay: float) -> None:
         bucket = self._buckets.get(delay)
         if bucket is None:
             bucket = self._buckets[delay] = deque()
-        entry = _Entry(self._now() + delay, callback, self, bucket)
+        when = entry.when = self._now() + delay
+        entry.owner = self
+        entry.bucket = bucket
         bucket.append(entry)
         self._live += 1
-        if entry.when < self._armed_at:
-            self._armed_at = entry.when
-            self._arm(entry.when)
-        return entry
+        if when < self._armed_at:
+            self._armed_at = when
+            self._arm(when)
 
-    def _cancelled(self, entry: _Entry) -> None:
+    def _cancelled(self, entry: Timer) -> None:
         self._live -= 1
         bucket = entry.bucket
         if bucket and bucket[0] is entry:

@@ -8,7 +8,7 @@ from ._results import ToolResult
 from ._run import DispatchView
 from ._signals import fuse
 from ._stages import AroundDispatch, Next
-from ._timeouts import Deadline
+from ._timeouts import ELSEWHERE, Deadline
 from ._views import ToolDispatchExecution
 
 __all__ = ["timeout_policy"]
@@ -46,17 +46,20 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
             return await next()
         if type(exec) is DispatchView:
             run = exec._run
-            if run._timeout_owned:
+            if run._deadline is not None:
                 return await next()  # contract §5: never enforced twice
-            run._timeout_owned = True
             if _is_innermost(next):
                 # Nothing runs between this wrapper and the body, so nothing but the body
                 # could see the fused signal: the registry enforces this deadline around the
                 # body itself, as its built-in policy does (the same deadline, fused into
                 # the body's signal when the body first reads it, the same TOOL_TIMEOUT),
                 # at a fraction of the cost of a fusion per call.
-                run._timeout = seconds
-                return await next()
+                deadline = run._deadline = Deadline(seconds, run._caller_signal, exec.signal)
+                try:
+                    return await next()
+                finally:
+                    deadline.cancel()  # also when the body was never invoked
+            run._deadline = ELSEWHERE  # this wrapper owns the call's timeout
         upstream = exec.signal
         deadline = Deadline(seconds)
         with fuse(upstream, deadline.signal) as fused:
