@@ -7,20 +7,17 @@ otherwise providers reject the unbalanced history. This module guarantees that s
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, final
-
-import anyio
-import anyio.lowlevel
-from anyio.abc import TaskGroup
 
 from ._errors import exact_str, type_name
 from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import Run
-from ._signals import AbortSignal
+from ._signals import AbortController, AbortSignal
 from ._views import ToolExecutionInput
 
 __all__ = ["CallOutcome", "ToolCall", "run_tool_calls"]
@@ -159,16 +156,59 @@ class _Started:
         self.state = _BEFORE
 
 
+class _Group:
+    """A task group of the running backend's own (anyio's costs several times more).
+
+    asyncio's `asyncio.TaskGroup` or a trio nursery: structured like anyio's, so a host
+    cancellation of the sequencer is delivered to every worker, and the group waits for
+    all of them, as a task group does; nothing here cancels anything of its own accord.
+    """
+
+    __slots__ = ("_manager", "spawn")
+
+    def __init__(self) -> None:
+        if asyncio._get_running_loop() is not None:  # pyright: ignore[reportPrivateUsage]
+            self._manager: Any = asyncio.TaskGroup()
+        else:
+            import trio  # the only other backend toolseam runs on
+
+            self._manager = trio.open_nursery()
+        self.spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+
+    async def __aenter__(self) -> _Group:
+        opened = await self._manager.__aenter__()
+        if isinstance(opened, asyncio.TaskGroup):
+            self.spawn = lambda work: opened.create_task(work())
+        else:
+            self.spawn = opened.start_soon
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._manager.__aexit__(*exc_info)  # type: ignore[no-any-return]
+
+
+async def _yield() -> None:
+    """Let every other task that is ready run once (the backend's own checkpoint)."""
+    if asyncio._get_running_loop() is not None:  # pyright: ignore[reportPrivateUsage]
+        await asyncio.sleep(0)
+    else:
+        import trio
+
+        await trio.lowlevel.checkpoint()
+
+
 @final
 class _Pool:
     """The worker tasks that dispatch a group's calls, and the queue they take them from.
 
-    A worker takes queued calls one after another and parks when the queue is empty. The
-    sequencer (the task running `run_tool_calls`) adds workers only as bodies block: after
-    it has let the workers run, a call still queued while none of them is about to run
-    means that every worker is inside a body that waits, and one more worker is started, up
-    to ``max_parallel``. Bodies that never block are all dispatched by one worker, so a
-    batch costs one task rather than one per call.
+    A worker takes queued calls one after another; when the queue is empty it parks, or
+    returns if the sequencer will queue nothing more. The sequencer (the task running
+    `run_tool_calls`) adds workers only as bodies block: after it has let the workers run,
+    a call still queued while none of them is about to run means that every worker is
+    inside a body that waits, and one more worker is started, up to ``max_parallel``.
+    Bodies that never block are all dispatched by one worker, so a batch costs one task
+    rather than one per call. Parking and waking use abort signals (the backend's own
+    wait underneath).
     """
 
     __slots__ = (
@@ -184,17 +224,18 @@ class _Pool:
         "workers",
     )
 
-    def __init__(self, registry: ToolRegistry, group: TaskGroup, cap: int) -> None:
+    def __init__(self, registry: ToolRegistry, group: _Group, cap: int) -> None:
         self.registry = registry
         self.group = group
         self.cap = cap
         self.queue: deque[_Started] = deque()
-        self.idle: list[anyio.Event] = []  # one event per parked worker
+        self.idle: list[AbortController] = []  # one per parked worker: aborted to wake it
         self.workers = 0
         self.runnable = 0  # workers started or woken that have not run yet
         self.in_dispatch = 0  # queued or being dispatched: what max_parallel caps
-        self.notify: anyio.Event | None = None  # set when the sequencer waits for a worker
-        self.closing = False
+        # Aborted by the next worker to finish a dispatch, while the sequencer waits.
+        self.notify: AbortController | None = None
+        self.closing = False  # nothing more will be queued
 
     def hand_off(self, *, eager: bool) -> None:
         """See that queued calls get workers: all of them now if ``eager``.
@@ -205,14 +246,14 @@ class _Pool:
         waiting = len(self.queue) - self.runnable
         idle = self.idle
         while waiting > 0 and idle:
-            idle.pop().set()
+            idle.pop().abort()
             self.runnable += 1
             waiting -= 1
         if waiting > 0 and (eager or not self.runnable):
             for _ in range(min(waiting if eager else 1, self.cap - self.workers)):
                 self.workers += 1
                 self.runnable += 1
-                self.group.start_soon(self._work)
+                self.group.spawn(self._work)
 
     async def _work(self) -> None:
         self.runnable -= 1
@@ -232,20 +273,19 @@ class _Pool:
                     notify = self.notify
                     if notify is not None:
                         self.notify = None
-                        notify.set()
+                        notify.abort()
             if self.closing:
                 return
-            wake = anyio.Event()
+            wake = AbortController()
             self.idle.append(wake)
-            await wake.wait()
+            await wake.signal.wait()
             self.runnable -= 1
 
     def close(self) -> None:
-        """Let every parked worker return; no call is queued any more."""
+        """Nothing more will be queued: parked workers return, running ones once idle."""
         self.closing = True
-        self.queue.clear()
         for wake in self.idle:
-            wake.set()
+            wake.abort()
         self.idle.clear()
 
 
@@ -270,7 +310,7 @@ async def _run_parallel_group(
     index = start
     pending: tuple[str, Any] | None = mode
     next_mode: tuple[str, Any] | None = None
-    async with anyio.create_task_group() as group:
+    async with _Group() as group:
         pool = _Pool(registry, group, max_parallel)
         try:
             while True:
@@ -315,15 +355,18 @@ async def _run_parallel_group(
                     break  # every started call is published, and no further one may start
                 if order[0].state == _DISPATCHED:
                     continue
+                if next_mode is not None or index >= len(batch) or signal.aborted:
+                    pool.closing = True  # workers return once the queue is empty
                 pool.hand_off(eager=False)
                 if pool.queue:
-                    await anyio.lowlevel.checkpoint()  # let the workers take them
+                    await _yield()  # let the workers take them
                 else:
-                    notify = pool.notify = anyio.Event()
-                    await notify.wait()
+                    notify = pool.notify = AbortController()
+                    await notify.signal.wait()
         except BaseException:
             # The host cancelled us (or an interrupt): every started call still publishes
             # its one result. Calls inside a stage settle themselves; these are between.
+            pool.queue.clear()
             pool.close()
             for started in order:
                 if started.state == _QUEUED or started.state == _DISPATCHED:
