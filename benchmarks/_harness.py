@@ -88,6 +88,8 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value:.2f}x"
     if unit == "MB":
         return f"{value:.3f} MB"
+    if unit == "KB":
+        return f"{value:.2f} KB"
     if unit == "s":
         return f"{value:.1f} s"
     if unit == "":
@@ -234,16 +236,36 @@ def _version(package: str) -> str:
         return "absent"
 
 
+def _load() -> str:
+    """The load averages (1, 5, 15 minutes), as ``uptime`` prints them."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "unknown"
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
 def machine_summary() -> str:
     versions = ", ".join(
         f"{name} {_version(name)}"
-        for name in ("toolseam", "anyio", "pydantic", "trio", "autogen-core")
+        for name in (
+            "toolseam",
+            "anyio",
+            "pydantic",
+            "trio",
+            "autogen-core",
+            "pydantic-ai-slim",
+            "openai-agents",
+            "langchain-core",
+            "mcp",
+        )
     )
     return (
         f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}\n"
         f"machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), "
         f"{cpu_model()}, {platform.system()} {platform.release()}\n"
         f"python: {platform.python_implementation()} {sys.version.split()[0]}\n"
+        f"load: {_load()}\n"
         f"packages: {versions}"
     )
 
