@@ -934,7 +934,8 @@ def _leave_body(run: Run, handed: object) -> None:
 def _body_settled(run: Run, result: ToolResult) -> ToolResult:
     """The body's outcome: a timeout if the deadline came first, cancellation applied."""
     deadline = run._deadline
-    if deadline is not None and deadline.owns(run._host):
+    # Most deadlines never pass: only one that did can own the body's signal.
+    if type(deadline) is Deadline and deadline._reason is not None and deadline.owns(run._host):
         result = deadline.timed_out(result)
     if not result.is_error and run._caller_signal._aborted:
         result = aborted_result(body_invoked=True)

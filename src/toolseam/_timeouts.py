@@ -52,7 +52,7 @@ class Deadline(Timer):
         self._handed = handed
         self._controller: AbortController | None = None
         self._reason: ToolTimeoutError | None = None
-        self._first = False
+        # _first is set with _reason, when the deadline passes, and only read after that.
         self.callback = self
         arm(self, seconds)
 

@@ -94,7 +94,15 @@ class Timer:
         """Stop the timer; idempotent, and harmless once it has fired."""
         if self.callback is not None:
             self.callback = None
-            self.owner._cancelled(self)
+            bucket = self.bucket
+            if bucket[0] is self:
+                # Calls mostly end in the order they started: the front is dropped at once.
+                bucket.popleft()
+                self.owner._live -= 1
+                if bucket and bucket[0].callback is None:
+                    self.owner._drop_cancelled_front(bucket)
+            else:
+                self.owner._cancelled(self)
 
 
 class _Timers:
@@ -128,18 +136,17 @@ class _Timers:
             self._arm(when)
 
     def _cancelled(self, entry: Timer) -> None:
+        """``entry``, not at the front of its deque, was cancelled: it stays queued."""
         self._live -= 1
-        bucket = entry.bucket
-        if bucket and bucket[0] is entry:
+        self._dead += 1
+        # Dropped in bulk once they are the majority, so memory follows the live timers.
+        if self._dead > 64 and self._dead > self._live:
+            self._compact()
+
+    def _drop_cancelled_front(self, bucket: deque[Timer]) -> None:
+        while bucket and bucket[0].callback is None:
             bucket.popleft()
-            while bucket and bucket[0].callback is None:
-                bucket.popleft()
-                self._dead -= 1
-        else:
-            self._dead += 1
-            # Dropped in bulk once they are the majority, so memory follows the live timers.
-            if self._dead > 64 and self._dead > self._live:
-                self._compact()
+            self._dead -= 1
 
     def _compact(self) -> None:
         for delay, bucket in list(self._buckets.items()):
