@@ -253,7 +253,7 @@ class ToolRegistry:
             if definition is None:
                 return "exclusive", None
             if type(definition) is DefinedTool:
-                if not definition.has_concurrency_option:
+                if definition._is_concurrency_safe is None:
                     return "exclusive", None  # nothing to ask: skip parsing the arguments
                 snapshot = materialize_arguments(input.arguments)
                 args = definition._parse(*snapshot)
