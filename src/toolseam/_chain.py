@@ -23,18 +23,21 @@ class Chain:
     `close()` (in a ``finally``): every ``next`` of the chain raises from then on.
     """
 
-    __slots__ = ("_closed", "_innermost", "_leading", "_listeners", "_what")
+    __slots__ = ("_closed", "_innermost", "_innermost_arg", "_leading", "_listeners", "_what")
 
     def __init__(
         self,
         listeners: tuple[Any, ...],
         leading: tuple[Any, ...],
-        innermost: Callable[[], Awaitable[Any]],
+        innermost: Callable[[Any], Awaitable[Any]],
         what: str,
+        innermost_arg: object = None,
     ) -> None:
         self._listeners = listeners
         self._leading = leading
+        # Called as innermost(innermost_arg): no closure or partial to build per call.
         self._innermost = innermost
+        self._innermost_arg = innermost_arg
         self._what = what
         self._closed = False
 
@@ -45,7 +48,7 @@ class Chain:
             # What _Next(self, 0)() does, without the object: nobody else holds it.
             step: Awaitable[Any] = listeners[0](*self._leading, _Next(self, 1))
             return step
-        return self._innermost()
+        return self._innermost(self._innermost_arg)
 
     def close(self) -> None:
         """Make every ``next`` of this chain raise from now on."""
@@ -90,7 +93,7 @@ class _Next:
         if index < len(listeners):
             step: Awaitable[Any] = listeners[index](*chain._leading, _Next(chain, index + 1))
             return step
-        return chain._innermost()
+        return chain._innermost(chain._innermost_arg)
 
     @property
     def _innermost(self) -> bool:

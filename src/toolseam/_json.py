@@ -396,17 +396,34 @@ def materialize_arguments(value: object) -> tuple[JsonValue, bool]:
     """
     kind = type(value)
     if kind is dict:
-        root = _new_frozen_dict()
+        root = _dict_new(FrozenDict)
         try:
             _fill_dict(root, value)
         except Exception as error:
             raise _unreadable([], None, error) from error
-        if _flat_object(root):
-            pairs: Iterable[tuple[str, object]] = root.items()
-            for key, item in pairs:
-                if not key.isascii() or (type(item) is str and not item.isascii()):
-                    return root, text_is_utf8(root)
-            return root, True
+        # _flat_object with the text check in the same pass: the hot path of every call.
+        pairs: Iterable[tuple[object, Any]] = root.items()
+        ascii_only = True
+        for key, item in pairs:
+            if type(key) is not str:
+                break
+            if not key.isascii():
+                ascii_only = False
+            kind = _type_of(item)
+            if kind is str:
+                if not item.isascii():
+                    ascii_only = False
+            elif kind is int:
+                if not _NEGATIVE_BOUND < item < _PRINTABLE_BOUND:
+                    break
+            elif kind is float:
+                if item - item != 0.0 or not (item or _copysign(1.0, item) > 0):
+                    break
+            elif not (item is None or kind is bool):
+                break  # a container, a snapshot or something odd: the general path
+        else:
+            return root, ascii_only or text_is_utf8(root)
+        kind = dict
     if kind is dict or kind is list or kind is tuple:
         wide: list[str] = []
         try:

@@ -95,11 +95,11 @@ def _with_contexts(result: ToolResult, contexts: Sequence[JsonValue]) -> ToolRes
     return replace(result, additional_contexts=contexts)
 
 
-async def _default_pre() -> PreDecision:
+async def _default_pre(_: object) -> PreDecision:
     return _ALLOW
 
 
-async def _default_post() -> PostDecision:
+async def _default_post(_: object) -> PostDecision:
     return _ACCEPT
 
 
@@ -292,14 +292,12 @@ class ToolRegistry:
     def _drained(self, target: int) -> bool:
         return not any(count for epoch, count in self._in_flight.items() if epoch <= target)
 
-    def _left(self, run: Run) -> None:
-        """A call has published its result: wake the wait_idle() calls it was holding."""
-        epoch = run._epoch
+    def _left(self, epoch: int) -> None:
+        """The last call of an older generation has published: wake whom it was holding.
+
+        `_publish` counts every other call out itself (the common case, kept inline).
+        """
         in_flight = self._in_flight
-        count = in_flight[epoch] - 1
-        if count or epoch == self._epoch:
-            in_flight[epoch] = count
-            return
         del in_flight[epoch]
         waiters = self._idle_waiters
         for waiter in list(waiters):
@@ -594,8 +592,9 @@ class ToolRegistry:
             chain = Chain(
                 self._wrappers.items,
                 (DispatchView(run),),
-                functools.partial(self._invoke_body, run),
+                self._invoke_body,
                 "around-dispatch wrapper",
+                run,
             )
             try:
                 result: object = await chain.start()
@@ -853,7 +852,13 @@ class ToolRegistry:
                 except BaseException as error:
                     interrupt = interrupt or error
         finally:
-            self._left(run)
+            # wait_idle(): this call has left its generation.
+            epoch = run._epoch
+            count = self._in_flight[epoch] - 1
+            if count or epoch == self._epoch:
+                self._in_flight[epoch] = count
+            else:
+                self._left(epoch)
         if interrupt is not None:
             raise interrupt
         return result
