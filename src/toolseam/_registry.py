@@ -21,6 +21,7 @@ from typing import Any, Literal, cast, final
 
 import anyio.lowlevel
 
+from . import _hooks  # tracing hook
 from ._approval import ApprovalRequest, ApprovalService
 from ._chain import Chain
 from ._decisions import Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision, ReplaceValue
@@ -120,6 +121,7 @@ class ToolRegistry:
         "_approval",
         "_epoch",
         "_guards",
+        "_hooks",  # tracing hook
         "_idle_waiters",
         "_in_flight",
         "_observers",
@@ -147,6 +149,7 @@ class ToolRegistry:
         self._post: Listeners[PostExecuteListener] = Listeners("post-execute listener")
         self._observers: Listeners[ResultObserver] = Listeners("result observer")
         self._guards: Listeners[Guard] = Listeners("guard")
+        self._hooks: tuple[_hooks.CallHook, ...] = ()  # tracing hook: see _hooks
 
     # -- setup -------------------------------------------------------------------------
 
@@ -413,6 +416,8 @@ class ToolRegistry:
         epoch = self._epoch
         run._epoch = epoch
         self._in_flight[epoch] += 1
+        if self._hooks:  # tracing hook: the call's span opens at entry (contract §12)
+            _hooks.started(self._hooks, run)
         return run
 
     def _start(self, input: ToolExecutionInput) -> Run:
@@ -615,6 +620,8 @@ class ToolRegistry:
             # called; argument validation is part of the body call. A sync body's thread
             # job that never started clears it again (see _threads).
             run._body_invoked = True
+            # tracing hook: the call's span is current while the body runs (see _hooks).
+            entered = _hooks.enter_body(self._hooks, run) if self._hooks else None
             try:
                 args = definition.parse_arguments(run._arguments)
                 output = await definition.run(args, run)
@@ -644,6 +651,8 @@ class ToolRegistry:
                 # was told to stop, is a reason like any other.
                 result = _body_failure(run, error, body_signal)
             finally:
+                if entered is not None:  # tracing hook
+                    _hooks.leave_body(entered, run)
                 run._in_body = False
                 run._signal = handed
                 if deadline is not None:
@@ -794,6 +803,8 @@ class ToolRegistry:
                 except BaseException as error:
                     interrupt = interrupt or error
         finally:
+            if self._hooks:  # tracing hook: the call's span ends with its one result
+                _hooks.published(self._hooks, run, result)
             self._left(run)
         if interrupt is not None:
             raise interrupt
