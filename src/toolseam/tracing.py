@@ -10,6 +10,7 @@ instrumented pays nothing for it.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, cast, final
 
 from opentelemetry import context, trace
@@ -32,6 +33,7 @@ from ._results import ToolFailure, ToolResult, ToolSuccess
 from ._views import ExecutionToken
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from contextvars import Token
 
     from opentelemetry.context import Context
@@ -101,7 +103,7 @@ def instrument(
     return Registration(hook.remove)
 
 
-_Described = tuple[object, str, "dict[str, AttributeValue]"]
+_Described = tuple[object, str, "Mapping[str, AttributeValue]"]
 
 
 @final
@@ -148,20 +150,26 @@ class _SpanHook:
         described = self._described.get(name)
         if described is None or described[0] is not definition:
             described = self._describe(name, definition)
-        attributes = described[2].copy()
-        attributes["gen_ai.tool.call.id"] = run._call_id
-        attributes["toolseam.root_call_id"] = run._root_call_id
         parent = run._parent
         parent_span = self._open.get(parent) if type(parent) is ExecutionToken else None
+        # What every call of the tool shares goes in at creation, for samplers (the
+        # conventions ask for gen_ai.operation.name then): a shared, read-only mapping.
         span = self._tracer.start_span(
             described[1],
             None if parent_span is None else trace.set_span_in_context(parent_span),
             SpanKind.INTERNAL,
-            attributes,
+            described[2],
         )
-        # A no-op tracer's span has nothing to record or to propagate: keep nothing.
-        if span is not INVALID_SPAN and (span.is_recording() or span.get_span_context().is_valid):
-            self._open[run._token] = span
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "gen_ai.tool.call.id": run._call_id,
+                    "toolseam.root_call_id": run._root_call_id,
+                }
+            )
+        elif span is INVALID_SPAN or not span.get_span_context().is_valid:
+            return  # a no-op tracer's span: nothing to record or to propagate
+        self._open[run._token] = span
 
     def _describe(self, name: str, definition: object) -> _Described:
         """The span name and the attributes every call of this tool shares."""
@@ -173,7 +181,7 @@ class _SpanHook:
         description: object = getattr(definition, "description", None)
         if type(description) is str and description:
             attributes["gen_ai.tool.description"] = description
-        described = (definition, f"{OPERATION} {name}", attributes)
+        described = (definition, f"{OPERATION} {name}", MappingProxyType(attributes))
         if definition is not None:
             # Only registered names (a model may ask for any number of unknown ones), and
             # a bounded number of them: tools may come and go under ever new names.
