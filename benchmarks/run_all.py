@@ -1,7 +1,8 @@
 """Run every benchmark in one process and check the figures against their targets.
 
 ``nox -s bench`` runs this; ``python benchmarks/run_all.py`` does the same in the current
-environment (it needs the ``bench`` dependency group: autogen-core, trio, nox). Options:
+environment (it needs the ``bench`` dependency group: autogen-core, trio, opentelemetry-sdk,
+nox). Options:
 ``--quick`` for a smoke run (figures meaningless), ``--skip-static`` to leave out the
 static suite's wall time (the slowest part, about 80 s), ``--only overhead,churn`` to run
 some of them. Every figure is a median over interleaved rounds; every ratio is taken
@@ -20,6 +21,7 @@ import bench_cancel_latency
 import bench_churn
 import bench_overhead
 import bench_static_suite
+import bench_tracing
 from _harness import Check
 
 BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
@@ -28,6 +30,7 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "churn": bench_churn.run,
     "batch": bench_batch.run,
     "static": bench_static_suite.run,
+    "tracing": bench_tracing.run,
 }
 
 
