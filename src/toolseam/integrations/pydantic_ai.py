@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections import deque
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 import anyio
 from pydantic_ai import ModelRetry, RunContext, ToolReturn
@@ -143,9 +143,10 @@ class RegistryToolset(AbstractToolset[object]):
     def __init__(
         self, registry: ToolRegistry, *, id: str | None = None, max_retries: int | None = None
     ) -> None:
-        if type(registry) is not ToolRegistry:
-            given = type(registry).__name__
-            raise TypeError(f"RegistryToolset expects a ToolRegistry, got {given}")
+        given = cast("object", registry)  # checked at runtime too: untyped callers
+        if type(given) is not ToolRegistry:
+            kind = type(given).__name__
+            raise TypeError(f"RegistryToolset expects a ToolRegistry, got {kind}")
         self._registry = registry
         self._id = id
         self._max_retries = max_retries
