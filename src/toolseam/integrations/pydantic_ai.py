@@ -217,6 +217,8 @@ class RegistryToolset(AbstractToolset[object]):
                 await registry.execute(call)
             raise
         try:
+            # contract §5: when pydantic-ai cancels this task, execute aborts the body's signal,
+            # waits for the body (a thread included), publishes, and re-raises the cancellation.
             result = await registry.execute(call)
         finally:
             gate.leave()
