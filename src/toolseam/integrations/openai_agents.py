@@ -17,6 +17,14 @@ is how a host waits for it.
 
 from __future__ import annotations
 
+import importlib.util as _importlib_util
+
+if _importlib_util.find_spec("agents") is None:  # pragma: no cover - only without it
+    raise ImportError(
+        "toolseam.integrations.openai_agents needs the OpenAI Agents SDK: "
+        'pip install "toolseam[openai-agents]"'
+    )
+
 import copy
 import json
 from collections.abc import Awaitable, Callable
