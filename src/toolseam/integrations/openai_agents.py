@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK integration: a registry's tools as SDK `FunctionTool`s (contract §10).
 
-``Agent(..., tools=function_tools(registry))`` runs every tool call of the agent through
+``Agent(..., tools=[*function_tools(registry)])`` runs every tool call of the agent through
 `ToolRegistry.execute`, so the registry's contract holds inside the SDK: one result per
 call, a body told to stop through its signal and awaited until it has, deadlines that ask
 instead of tearing down. The SDK is asyncio-only, and so is this module. Install it with
@@ -80,8 +80,9 @@ def function_tools(
             of the registry, whose own `Ask`, `Deny` and guards still apply.
 
     Returns:
-        The tools, for ``Agent(tools=...)``: plain SDK `FunctionTool` objects, whose fields
-        may still be changed one by one (``needs_approval`` of a single tool, say).
+        The tools: plain SDK `FunctionTool` objects, whose fields may still be changed one
+        by one (``needs_approval`` of a single tool, say). ``Agent(tools=...)`` is typed
+        ``list[Tool]``, and ``list`` is invariant: pass ``[*function_tools(registry)]``.
 
     Raises:
         ValueError: A tool's parameters schema is not a JSON object.
