@@ -33,8 +33,8 @@ if _importlib_util.find_spec("langchain_core") is None:  # pragma: no cover - on
 import copy
 import functools
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal, cast, final
+from collections.abc import Sequence
+from typing import Any, Literal, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -46,19 +46,14 @@ from typing_extensions import override
 from .._batch import ToolCall, run_tool_calls
 from .._definitions import ToolSchema
 from .._errors import INVALID_ARGS
-from .._json import JsonValue
 from .._registry import ToolRegistry
 from .._results import ErrorInfo, ToolFailure, ToolResult
 from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput
+from ._common import CODE_METADATA_KEY as CODE_METADATA_KEY
+from ._common import plain
 
 __all__ = ["CODE_METADATA_KEY", "run_ai_message_tool_calls", "to_langchain_tools"]
-
-CODE_METADATA_KEY: Final = "toolseam/code"
-"""``ToolMessage.response_metadata`` key of a failure's code (``"ABORTED"``, …).
-
-Set only for failures that have a code (``ToolFailure.code is not None``).
-"""
 
 _MessageContent = str | list[str | dict[Any, Any]]
 """What a ``ToolMessage``'s ``content`` holds."""
@@ -211,14 +206,9 @@ def _content(result: ToolResult) -> _MessageContent:
         text = block.get("text")
         if block.get("type") != "text" or not isinstance(text, str):
             # Not only text (an image, say): hand LangChain the blocks as they are.
-            return [_plain(block) for block in result.content]
+            return [plain(block) for block in result.content]
         texts.append(text)
     return "\n".join(texts)
-
-
-def _plain(value: Mapping[str, JsonValue]) -> dict[str, Any]:
-    """A plain, mutable copy of a frozen JSON mapping (LangChain may edit what it gets)."""
-    return copy.deepcopy(dict(value))
 
 
 @final
@@ -231,7 +221,7 @@ class _RegistryTool(BaseTool):
         super().__init__(
             name=schema.name,
             description=schema.description,
-            args_schema=_plain(schema.parameters),
+            args_schema=plain(schema.parameters),
         )
         self._registry = registry
 

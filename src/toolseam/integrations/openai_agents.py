@@ -35,11 +35,11 @@ from agents.strict_schema import ensure_strict_json_schema
 from agents.tool_context import ToolContext
 
 from .._definitions import ToolSchema
-from .._json import FrozenDict, JsonValue, MaterializationError, dumps, materialize
+from .._json import FrozenDict, JsonValue, MaterializationError, materialize
 from .._registry import ToolRegistry
-from .._results import ToolFailure, ToolResult
 from .._signals import AbortController
 from .._views import ToolExecutionInput
+from ._common import result_text
 
 __all__ = ["function_tools"]
 
@@ -142,19 +142,6 @@ def _invoker(
             signal=AbortController().signal,
             agent=ctx,
         )
-        return _text(await registry.execute(call))
+        return result_text(await registry.execute(call))
 
     return on_invoke_tool
-
-
-def _text(result: ToolResult) -> str:
-    """What the model reads: the text of the content's text blocks, any other block as JSON."""
-    parts = [
-        text
-        if block.get("type") == "text" and isinstance(text := block.get("text"), str)
-        else dumps(block)
-        for block in result.content
-    ]
-    if not parts and isinstance(result, ToolFailure):
-        return f"Error: {result.error.message}"
-    return "\n".join(parts)

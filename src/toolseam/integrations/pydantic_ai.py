@@ -17,7 +17,6 @@ too. See docs/integrations/pydantic-ai.md.
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections import deque
 from typing import Any, Final, cast, final
@@ -32,16 +31,14 @@ from .. import (
     INVALID_ARGS,
     AbortController,
     ToolExecutionInput,
-    ToolFailure,
     ToolRegistry,
     ToolResult,
     ToolSuccess,
 )
+from ._common import CODE_METADATA_KEY as CODE_METADATA_KEY
+from ._common import plain, result_text
 
 __all__ = ["CODE_METADATA_KEY", "RegistryToolset"]
-
-CODE_METADATA_KEY: Final = "toolseam/code"
-"""The key of the result code in a failed call's ``ToolReturnPart.metadata``."""
 
 # toolseam validates the arguments (contract §6), so pydantic-ai must let through whatever
 # the model sent once it parses as JSON: the registry decides, and answers INVALID_ARGS.
@@ -175,7 +172,7 @@ class RegistryToolset(AbstractToolset[object]):
                 name=schema.name,
                 description=schema.description,
                 # A plain, mutable copy: model adapters may rewrite a schema they are given.
-                parameters_json_schema=copy.deepcopy(dict(schema.parameters)),
+                parameters_json_schema=plain(schema.parameters),
                 sequential=False,  # toolseam orders the calls itself (see _Gate)
             )
             tools[schema.name] = ToolsetTool(
@@ -231,14 +228,4 @@ def _answer(result: ToolResult) -> Any:
         return result.value
     if result.code == INVALID_ARGS:
         raise ModelRetry(result.error.message)
-    return ToolReturn(return_value=_text(result), metadata={CODE_METADATA_KEY: result.code})
-
-
-def _text(failure: ToolFailure) -> str:
-    """The failure's text blocks, as the model would read them."""
-    texts = [
-        text
-        for block in failure.content
-        if block.get("type") == "text" and isinstance(text := block.get("text"), str)
-    ]
-    return "\n".join(texts) if texts else f"Error: {failure.error.message}"
+    return ToolReturn(return_value=result_text(result), metadata={CODE_METADATA_KEY: result.code})
