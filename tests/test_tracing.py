@@ -1,7 +1,9 @@
 """Contract §12: `toolseam.tracing.instrument` opens one GenAI ``execute_tool`` span per call.
 
 Every test records into a private SDK ``TracerProvider`` and ``InMemorySpanExporter`` (the
-global tracer provider is never touched) and runs on asyncio and trio.
+global tracer provider is never touched) and runs on asyncio and trio, except
+`TestUnderPydanticAI`: pydantic-ai runs agents on asyncio only (see
+tests/test_integration_pydantic_ai.py), so that class pins ``anyio_backend`` to asyncio.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import Instrumentation, ValidatedToolArgs, WrapToolExecuteHandler
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.tools import ToolDefinition
 
 from support import TextArgs, make_input
 from toolseam import (
@@ -46,6 +54,7 @@ from toolseam import (
     nested_input,
     run_tool_calls,
 )
+from toolseam.integrations.pydantic_ai import RegistryToolset
 from toolseam.tracing import instrument
 
 
@@ -85,6 +94,11 @@ def _attributes(span: ReadableSpan) -> dict[str, Any]:
 
 def _parent_id(span: ReadableSpan) -> int | None:
     return None if span.parent is None else span.parent.span_id
+
+
+def _scope(span: ReadableSpan) -> str:
+    scope = span.instrumentation_scope
+    return "" if scope is None else scope.name
 
 
 def _call_id(span: ReadableSpan) -> object:
@@ -140,8 +154,7 @@ class TestOneSpanPerCall:
             "toolseam.body_invoked": True,
             "toolseam.root_call_id": "r0",
         }
-        assert span.instrumentation_scope is not None
-        assert span.instrumentation_scope.name == "toolseam"
+        assert _scope(span) == "toolseam"
 
     async def test_the_span_closes_when_the_result_is_published(self, traced: Traced) -> None:
         registry = _instrumented(traced)
@@ -585,6 +598,87 @@ class TestRemove:
             await registry.execute(make_input("echo"))
         await registry.execute(make_input("echo"))
         assert len(traced.spans) == 1
+
+
+class _NoToolSpans(Instrumentation):
+    """pydantic-ai's instrumentation without its tool spans (the recipe of docs/tracing.md)."""
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        return await handler(args)
+
+
+class TestUnderPydanticAI:
+    """A host that opens its own ``execute_tool`` span: what the trace shows (asyncio only)."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+    @staticmethod
+    def _registry(traced: Traced) -> ToolRegistry:
+        class OutOfStock(ToolError):
+            code = "OUT_OF_STOCK"
+
+        @define_tool(name="order", description="Order an item.")
+        async def order(args: TextArgs, exec: ToolRunContext) -> str:
+            raise OutOfStock("none left")
+
+        return _instrumented(traced, echo, order)
+
+    async def test_both_instrumented_nest_two_spans_that_disagree(self, traced: Traced) -> None:
+        registry = self._registry(traced)
+        settings = InstrumentationSettings(tracer_provider=traced.provider)
+        agent = Agent(
+            TestModel(),
+            toolsets=[RegistryToolset(registry)],
+            capabilities=[Instrumentation(settings)],
+        )
+        await agent.run("go")
+        spans: dict[tuple[str, str], ReadableSpan] = {}
+        for span in traced.spans:
+            if span.name.startswith("execute_tool "):
+                spans[_scope(span), span.name.removeprefix("execute_tool ")] = span
+        assert sorted(spans) == [
+            ("pydantic-ai", "echo"),
+            ("pydantic-ai", "order"),
+            ("toolseam", "echo"),
+            ("toolseam", "order"),
+        ]
+        for tool in ("echo", "order"):
+            host, ours = spans["pydantic-ai", tool], spans["toolseam", tool]
+            assert _parent_id(ours) == _span_id(host)
+            assert _call_id(ours) == _call_id(host)
+        # The toolset answers the model with the failure's text: the host's span is no error.
+        assert spans["pydantic-ai", "order"].status.status_code is StatusCode.UNSET
+        assert spans["toolseam", "order"].status.status_code is StatusCode.ERROR
+        assert _error_type(spans["toolseam", "order"]) == "OUT_OF_STOCK"
+
+    async def test_the_recipe_leaves_one_tool_span_per_call(self, traced: Traced) -> None:
+        registry = self._registry(traced)
+        settings = InstrumentationSettings(tracer_provider=traced.provider)
+        agent = Agent(
+            TestModel(),
+            toolsets=[RegistryToolset(registry)],
+            capabilities=[_NoToolSpans(settings)],
+        )
+        await agent.run("go")
+        tool_spans = [span for span in traced.spans if span.name.startswith("execute_tool ")]
+        assert sorted(span.name for span in tool_spans) == [
+            "execute_tool echo",
+            "execute_tool order",
+        ]
+        [run] = [span for span in traced.spans if span.name.startswith("invoke_agent")]
+        for span in tool_spans:
+            assert _scope(span) == "toolseam"
+            assert _parent_id(span) == _span_id(run)
 
 
 class _BrokenTracerProvider(trace.TracerProvider):
