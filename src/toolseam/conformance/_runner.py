@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
+import platform
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, final
@@ -127,4 +130,14 @@ async def run_clauses(driver: Driver, *, only: Iterable[str] | None = None) -> R
             raise ValueError(f"no such clause: {', '.join(unknown)}")
         selected = [c for c in CLAUSES if c.id in wanted]
     results = [await run_clause(driver, clause) for clause in selected]
-    return Report(driver.subject, dict(driver.versions()), results)
+    return Report(driver.subject, {**driver.versions(), **_runtime()}, results)
+
+
+def _runtime() -> dict[str, str]:
+    """The interpreter, and trio when the clauses ran on it."""
+    versions = {"python": platform.python_version()}
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        versions["trio"] = importlib.metadata.version("trio")
+    return versions

@@ -36,7 +36,7 @@ from toolseam import (
 from .._driver import CAPABILITIES, Call, Capability, Outcome, Scenario, Status
 from .._scripts import ScriptedTool
 
-__all__ = ["ToolseamDriver", "outcome_of"]
+__all__ = ["Listen", "ToolseamDriver", "define", "outcome_of", "registry_for", "run_on"]
 
 _STATUS: Mapping[str | None, Status] = {
     "ABORTED": "aborted",
@@ -67,7 +67,7 @@ def outcome_of(call_id: str, result: ToolResult) -> Outcome:
 
 
 @final
-class _Listen:
+class Listen:
     """A body's `Listen`: its ``exec.signal``, and nested calls through the registry."""
 
     def __init__(self, registry: ToolRegistry, exec: ToolRunContext) -> None:
@@ -123,7 +123,7 @@ def _call_of(exec: ToolExecution) -> Call:
     return Call(exec.call_id, exec.name, {"key": str(key)})
 
 
-def _define(registry: ToolRegistry, tool: ScriptedTool) -> ToolDefinition[KeyArgs, str]:
+def define(registry: ToolRegistry, tool: ScriptedTool) -> ToolDefinition[KeyArgs, str]:
     safe = (lambda args: True) if tool.parallel else None
     decorate = define_tool(
         name=tool.name,
@@ -134,12 +134,12 @@ def _define(registry: ToolRegistry, tool: ScriptedTool) -> ToolDefinition[KeyArg
     if tool.sync:
 
         def sync_body(args: KeyArgs, exec: ToolRunContext) -> str:
-            return tool.run_sync(args, _Listen(registry, exec))
+            return tool.run_sync(args, Listen(registry, exec))
 
         return decorate(sync_body)
 
     async def body(args: KeyArgs, exec: ToolRunContext) -> str:
-        return await tool.run(args, _Listen(registry, exec))
+        return await tool.run(args, Listen(registry, exec))
 
     return decorate(body)
 
@@ -196,29 +196,43 @@ class ToolseamDriver:
 
     async def run(self, scenario: Scenario) -> Sequence[Outcome]:
         """Run the scenario on a fresh registry."""
-        registry = ToolRegistry(_Approval(scenario) if scenario.approval else None)
-        for tool in scenario.tools:
-            registry.register(_define(registry, tool))
-        if scenario.approval is not None:
-            registry.on_pre_execute(_ask)
-        if scenario.around is not None:
-            registry.on_execute(_wrapper(scenario.around))
-        registry.on_result(lambda exec, result: scenario.publish(outcome_of(exec.call_id, result)))
-        controller = AbortController()
-        scenario.stop.connect(controller.abort)
-        if scenario.batch:
-            calls = [ToolCall(c.call_id, c.tool, dict(c.arguments)) for c in scenario.calls]
-            outcomes = await run_tool_calls(
-                registry, calls, signal=controller.signal, max_parallel=scenario.max_parallel
-            )
-            return [outcome_of(o.call.call_id, o.result) for o in outcomes]
-        (call,) = scenario.calls
-        result = await registry.execute(
-            ToolExecutionInput(
-                call_id=call.call_id,
-                name=call.tool,
-                arguments=dict(call.arguments),
-                signal=controller.signal,
-            )
+        return await run_on(registry_for(scenario), scenario)
+
+
+Define = Callable[[ToolRegistry, ScriptedTool], ToolDefinition[KeyArgs, str]]
+
+
+def registry_for(scenario: Scenario, *, timeouts: bool = True) -> ToolRegistry:
+    """A fresh registry for ``scenario`` (with its approver as the approval service)."""
+    return ToolRegistry(_Approval(scenario) if scenario.approval else None, timeouts=timeouts)
+
+
+async def run_on(
+    registry: ToolRegistry, scenario: Scenario, define: Define = define
+) -> Sequence[Outcome]:
+    """Register the scenario's tools and stages on ``registry`` and run its calls."""
+    for tool in scenario.tools:
+        registry.register(define(registry, tool))
+    if scenario.approval is not None:
+        registry.on_pre_execute(_ask)
+    if scenario.around is not None:
+        registry.on_execute(_wrapper(scenario.around))
+    registry.on_result(lambda exec, result: scenario.publish(outcome_of(exec.call_id, result)))
+    controller = AbortController()
+    scenario.stop.connect(controller.abort)
+    if scenario.batch:
+        calls = [ToolCall(c.call_id, c.tool, dict(c.arguments)) for c in scenario.calls]
+        outcomes = await run_tool_calls(
+            registry, calls, signal=controller.signal, max_parallel=scenario.max_parallel
         )
-        return [outcome_of(call.call_id, result)]
+        return [outcome_of(o.call.call_id, o.result) for o in outcomes]
+    (call,) = scenario.calls
+    result = await registry.execute(
+        ToolExecutionInput(
+            call_id=call.call_id,
+            name=call.tool,
+            arguments=dict(call.arguments),
+            signal=controller.signal,
+        )
+    )
+    return [outcome_of(call.call_id, result)]
