@@ -13,6 +13,7 @@ saying so, and the kit opens every gate so that the body can end.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from typing import Final, NoReturn
@@ -28,6 +29,17 @@ __all__ = ["WATCHDOG", "Failed", "Kit", "Running"]
 
 WATCHDOG: Final = 10.0
 """Seconds a clause waits for a registry that neither returns nor tells its body."""
+
+
+def _current_asyncio_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None  # not on asyncio
+
+
+class _Cancelled(Exception):
+    """A cancellation the registry raised without the host asking (reported, not raised)."""
 
 
 class Failed(Exception):
@@ -47,24 +59,36 @@ class Running:
         self.swallowed = False  # run returned normally although the host cancelled it
         self.at_return: dict[str, BodyRecord] = {}
         self._scope = anyio.CancelScope()
+        self._task: asyncio.Task[object] | None = None
+        self._host_cancelled = False
 
     async def _main(self) -> None:
         probe = self._kit.probe
+        self._task = _current_asyncio_task()
         with self._scope:
             try:
                 self.outcomes = await self._kit.driver.run(self.scenario)
                 self.at_return = probe.snapshot()
             except anyio.get_cancelled_exc_class():
                 self.at_return = probe.snapshot()
+                if not self._host_cancelled:
+                    # The registry raised a cancellation of its own: that is no result.
+                    self.raised = _Cancelled("the call raised a cancellation nobody asked for")
+                    return
                 self.cancelled = True
-                raise
+                if self._task is None:
+                    raise  # trio: the host's cancel scope catches it
+                self._task.uncancel()  # asyncio: we are the host that cancelled
             except Exception as error:
                 self.at_return = probe.snapshot()
                 self.raised = error
             finally:
                 self.done = True
                 probe.wake()
-        self.swallowed = self._scope.cancel_called and not self.cancelled
+        if self._host_cancelled and not self.cancelled:
+            self.swallowed = True
+            if self._task is not None:
+                self._task.uncancel()
 
     # -- driving -------------------------------------------------------------------------
 
@@ -73,8 +97,18 @@ class Running:
         self.scenario.stop._press()
 
     def host_cancel(self) -> None:
-        """Cancel the task awaiting `Driver.run`, as a host would."""
-        self._scope.cancel()
+        """Cancel the task awaiting `Driver.run`, as a host would.
+
+        On asyncio that is one ``Task.cancel()``, what asyncio hosts (``TaskGroup``,
+        ``asyncio.timeout``, a cancelled request) do; on trio, a cancel scope.
+        """
+        if self._host_cancelled or self.done:
+            return
+        self._host_cancelled = True
+        if self._task is not None:
+            self._task.cancel()
+        else:
+            self._scope.cancel()
 
     def open(self, key: str, gate: str) -> None:
         """Let the body of ``key`` go on past ``gate``."""

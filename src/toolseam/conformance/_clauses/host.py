@@ -135,8 +135,8 @@ async def _thread_awaited(kit: Kit) -> str:
     running = await _host_cancelled(kit, sync=True)
     pending = await running.held("c1", "cleanup")
     await running.finish()
-    body = kit.probe.body("c1")
-    kit.check(body.told is not None, "the thread body was never told of the host's cancellation")
     kit.check(pending, "the cancellation went on while the thread body was still running")
+    told = kit.probe.body("c1").told is not None
+    kit.check(told, "the thread body was never told of the host's cancellation")
     expect_quiet(kit, running)
     return "the thread returned first"
