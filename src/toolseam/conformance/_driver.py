@@ -48,15 +48,17 @@ CAPABILITIES: tuple[Capability, ...] = (
 )
 """Every capability, in the order reports list them."""
 
-Status: TypeAlias = Literal["ok", "error", "aborted", "aborted_before_dispatch", "timeout", "none"]
+Status: TypeAlias = Literal[
+    "ok", "error", "aborted", "aborted_before_dispatch", "cancelled", "timeout", "none"
+]
 """How a call ended, in the kit's words.
 
 ``ok``: a success; ``error``: a failure that is not a cancellation; ``aborted``: cancelled
 after the body was invoked; ``aborted_before_dispatch``: cancelled, the body never ran;
-``timeout``: the tool's own deadline ended it; ``none``: the registry gave no result (it
+``cancelled``: cancelled, and the registry does not say whether the body ran; ``timeout``: the tool's own deadline ended it; ``none``: the registry gave no result (it
 raised, or the call vanished). A driver maps the registry's own outcome onto these and must
 not invent a distinction the registry does not make: when its cancellation outcome cannot
-tell "ran" from "never ran", report the same status (or ``none``) for both.
+tell "ran" from "never ran", report ``cancelled`` (or ``none``) for both.
 """
 
 

@@ -151,13 +151,20 @@ class Running:
 
         await self._kit.wait(reached, f"the body of {key!r} to reach its {gate!r} step")
         await anyio.wait_all_tasks_blocked()
-        pending = not self.done and probe.body(key).at_gate == gate
+        body = probe.body(key)
+        pending = not self.done and body.at_gate == gate
         self.open(key, gate)
+        if body.torn_at == gate:
+            self._kit.fail(
+                f"{key} was torn down by task cancellation at its {gate!r} step instead of "
+                "being awaited"
+            )
         return pending
 
     async def finish(self) -> Sequence[Outcome]:
         """Open every gate, wait for `run` to end; the outcomes it returned (if any)."""
         probe = self._kit.probe
+        await anyio.wait_all_tasks_blocked()  # let an abort or a cancellation land first
         while not self.done:
             for gate in probe.waiting():
                 probe.open(gate)

@@ -38,6 +38,7 @@ class BodyRecord:
     thread: int | None = None
     on_loop_thread: bool = False
     torn_down: bool = False
+    torn_at: str | None = None
 
 
 class Probe:
@@ -83,6 +84,7 @@ class Probe:
                     b.thread,
                     b.on_loop_thread,
                     b.torn_down,
+                    b.torn_at,
                 )
                 for k, b in self._bodies.items()
             }
@@ -204,6 +206,9 @@ class Probe:
         self.wake()
         try:
             await event.wait()
+        except anyio.get_cancelled_exc_class():
+            self._update(key, lambda b: setattr(b, "torn_at", name))
+            raise
         finally:
             self._update(key, lambda b: setattr(b, "at_gate", None))
 

@@ -44,6 +44,7 @@ _WORDS: dict[Status, str] = {
     "error": "a failure",
     "aborted": "ABORTED (cancelled after the body ran)",
     "aborted_before_dispatch": "ABORTED_BEFORE_DISPATCH (cancelled, the body never ran)",
+    "cancelled": "cancelled (without saying whether the body ran)",
     "timeout": "a timeout",
     "none": "no result",
 }
