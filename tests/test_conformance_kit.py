@@ -176,5 +176,7 @@ async def test_a_broken_registry_fails_exactly_the_clauses_it_breaks(
     driver: object, breaks: set[str]
 ) -> None:
     report = await run_clauses(driver)  # type: ignore[arg-type]
-    assert failing(report) == breaks, [(c.id, c.detail) for c in report.clauses if c.status != "pass"]
+    assert failing(report) == breaks, [
+        (c.id, c.detail) for c in report.clauses if c.status != "pass"
+    ]
     assert [c.id for c in report.clauses] == clause_ids()

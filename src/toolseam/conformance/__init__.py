@@ -1,7 +1,7 @@
 """The behavioural conformance kit: measure a tool registry against the contract (§11).
 
 A *driver* adapts a registry to the kit (`Driver`); the kit runs every clause — one
-behaviour of contract §2–§8 each, with a stable id — against it, with scripted tools whose
+behaviour of contract §2 to §8 each, with a stable id — against it, with scripted tools whose
 bodies report each step, and reports pass, fail or skip per clause (`run_clauses`,
 `Report`). ``python -m toolseam.conformance --driver NAME_OR_MODULE:ATTR`` is the command
 line; ``-p toolseam.conformance.pytest_plugin`` runs the clauses as pytest items.

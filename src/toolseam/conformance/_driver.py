@@ -55,7 +55,8 @@ Status: TypeAlias = Literal[
 
 ``ok``: a success; ``error``: a failure that is not a cancellation; ``aborted``: cancelled
 after the body was invoked; ``aborted_before_dispatch``: cancelled, the body never ran;
-``cancelled``: cancelled, and the registry does not say whether the body ran; ``timeout``: the tool's own deadline ended it; ``none``: the registry gave no result (it
+``cancelled``: cancelled, and the registry does not say whether the body ran;
+``timeout``: the tool's own deadline ended it; ``none``: the registry gave no result (it
 raised, or the call vanished). A driver maps the registry's own outcome onto these and must
 not invent a distinction the registry does not make: when its cancellation outcome cannot
 tell "ran" from "never ran", report ``cancelled`` (or ``none``) for both.
@@ -155,7 +156,9 @@ class Stop:
             callback()
 
 
-ApprovalScript: TypeAlias = Callable[[Call, Listen], Awaitable[Literal["approve", "reject", "cancel"]]]
+ApprovalScript: TypeAlias = Callable[
+    [Call, Listen], Awaitable[Literal["approve", "reject", "cancel"]]
+]
 """The kit's scripted approver: the driver calls it where its registry asks for approval,
 with a `Listen` on the approval's own cancellation, and maps the answer onto the registry's:
 ``"approve"`` lets the call go on, ``"reject"`` refuses it, ``"cancel"`` says the request was
@@ -170,7 +173,16 @@ with the registry's ``next``, and hands back to the registry whatever it returns
 class Scenario:
     """Everything one clause asks of a driver (built by the kit)."""
 
-    __slots__ = ("_published", "approval", "around", "batch", "calls", "max_parallel", "stop", "tools")
+    __slots__ = (
+        "_published",
+        "approval",
+        "around",
+        "batch",
+        "calls",
+        "max_parallel",
+        "stop",
+        "tools",
+    )
 
     def __init__(
         self,

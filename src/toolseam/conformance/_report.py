@@ -57,7 +57,7 @@ class Judged:
 
 def judge(report: Report, expectations: Expectations | None = None) -> Judged:
     """Mark each clause: an expected failure is ``xfail``; one that passes is ``stale``."""
-    reasons = expectations.reasons if expectations is not None else {}
+    reasons: Mapping[str, str] = expectations.reasons if expectations is not None else {}
     rows: list[tuple[ClauseResult, Mark, str]] = []
     for result in report.clauses:
         mark: Mark = result.status
@@ -120,7 +120,7 @@ def _cell(text: str) -> str:
 
 
 def _count(marks: Iterable[Mark]) -> dict[Mark, int]:
-    counts: dict[Mark, int] = dict.fromkeys(_SYMBOL, 0)  # type: ignore[arg-type]
+    counts: dict[Mark, int] = dict.fromkeys(_SYMBOL, 0)
     for mark in marks:
         counts[mark] += 1
     return counts

@@ -7,7 +7,7 @@ import importlib.metadata
 import platform
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, final
+from typing import Literal, TypeAlias, cast, final
 
 import anyio
 
@@ -74,11 +74,16 @@ class Report:
         clauses = data["clauses"]
         if not isinstance(versions, dict) or not isinstance(clauses, list):
             raise ValueError("not a conformance report: versions or clauses missing")
-        results = [
-            ClauseResult(str(c["id"]), str(c["title"]), c["status"], str(c["detail"]))
-            for c in clauses
-        ]
-        return cls(str(data["subject"]), {str(k): str(v) for k, v in versions.items()}, results)
+        results: list[ClauseResult] = []
+        for entry in cast("list[dict[str, object]]", clauses):
+            status = entry["status"]
+            if status not in ("pass", "fail", "skip"):
+                raise ValueError(f"not a clause status: {status!r}")
+            results.append(
+                ClauseResult(str(entry["id"]), str(entry["title"]), status, str(entry["detail"]))
+            )
+        pairs = cast("dict[object, object]", versions).items()
+        return cls(str(data["subject"]), {str(k): str(v) for k, v in pairs}, results)
 
 
 def clause_ids() -> list[str]:
@@ -93,6 +98,8 @@ async def run_clause(driver: Driver, clause: Clause) -> ClauseResult:
         needs = ", ".join(f"`{c}`" for c in missing)
         return _result(clause, "skip", f"needs {needs}, which the driver does not offer")
     status: Verdict = "pass"
+    detail = ""
+    stuck: list[str] = []
     async with anyio.create_task_group() as group:
         kit = Kit(driver, group)
         try:

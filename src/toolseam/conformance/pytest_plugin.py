@@ -15,6 +15,7 @@ installed changes nothing in a test run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -83,7 +84,7 @@ class ClauseItem(pytest.Item):
         if result.status == "fail":
             raise ClauseFailure(result.detail)
 
-    def repr_failure(  # type: ignore[override]
+    def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None
     ) -> str:
         """The clause's detail, without a traceback into the kit."""
@@ -107,15 +108,15 @@ def pytest_collection_modifyitems(
     driver = load_driver(spec)
     backend = _option(config, "backend") or driver.backends[0]
     expect = _option(config, "expect")
-    reasons = Expectations.load(Path(expect)).reasons if expect else {}
-    for clause in CLAUSES:
-        items.append(
-            ClauseItem.from_parent(
-                session,
-                name=f"conformance::{clause.id}",
-                clause=clause,
-                driver=driver,
-                backend=backend,
-                expected=reasons.get(clause.id),
-            )
+    reasons: Mapping[str, str] = Expectations.load(Path(expect)).reasons if expect else {}
+    items.extend(
+        ClauseItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
+            session,
+            name=f"conformance::{clause.id}",
+            clause=clause,
+            driver=driver,
+            backend=backend,
+            expected=reasons.get(clause.id),
         )
+        for clause in CLAUSES
+    )

@@ -1,4 +1,4 @@
-"""A clause: one behaviour of contract §2–§8, with a stable id, checked against a driver."""
+"""A clause: one behaviour of contract §2 to §8, with a stable id, checked against a driver."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .._driver import Capability, Outcome, Status
 from .._kit import Kit, Running
 
-__all__ = ["CLAUSES", "Clause", "clause", "expect_status", "expect_quiet"]
+__all__ = ["CLAUSES", "Clause", "clause", "expect_quiet", "expect_status"]
 
 
 @dataclass(frozen=True, slots=True)

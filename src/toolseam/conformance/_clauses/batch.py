@@ -85,7 +85,7 @@ async def _balanced(kit: Kit) -> str:
     kit.check(running.raised is None, f"the batch raised {running.raised!r}: no results at all")
     ids = [o.call_id for o in outcomes]
     kit.check(ids == list(_KEYS), f"outcomes for {ids}, expected exactly {list(_KEYS)}")
-    ran = []
+    ran: list[str] = []
     for outcome in outcomes:
         if kit.probe.body(outcome.call_id).entered:
             ran.append(outcome.call_id)

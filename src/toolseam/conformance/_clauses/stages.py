@@ -131,7 +131,9 @@ async def _before_delegating(kit: Kit) -> str:
         await probe.gate(f"{call.call_id}@wrapper", "before")
         return await next()
 
-    scenario = Scenario(tools=[kit.tool("t", "ok")], calls=[kit.call("t", "c1")], around=hold_before)
+    scenario = Scenario(
+        tools=[kit.tool("t", "ok")], calls=[kit.call("t", "c1")], around=hold_before
+    )
     running = kit.start(scenario)
     await kit.wait(
         lambda: running.done or probe.body("c1@wrapper").at_gate == "before",

@@ -17,8 +17,14 @@ __all__ = ["BUILTIN", "DriverUnavailable", "load_driver"]
 
 BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "toolseam": ("toolseam.conformance.drivers._toolseam:ToolseamDriver", ()),
-    "pydantic-ai": ("toolseam.conformance.drivers._pydantic_ai:PydanticAIDriver", ("pydantic-ai-slim",)),
-    "openai-agents": ("toolseam.conformance.drivers._openai_agents:OpenAIAgentsDriver", ("openai-agents",)),
+    "pydantic-ai": (
+        "toolseam.conformance.drivers._pydantic_ai:PydanticAIDriver",
+        ("pydantic-ai-slim",),
+    ),
+    "openai-agents": (
+        "toolseam.conformance.drivers._openai_agents:OpenAIAgentsDriver",
+        ("openai-agents",),
+    ),
     "autogen": ("toolseam.conformance.drivers._autogen:AutogenDriver", ("autogen-core",)),
     "langchain": ("toolseam.conformance.drivers._langchain:LangChainDriver", ("langchain-core",)),
 }

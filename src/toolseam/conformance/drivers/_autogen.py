@@ -1,6 +1,6 @@
-"""The driver of autogen-core's tool seam: ``StaticWorkbench.call_tool`` with a token.
+r"""The driver of autogen-core's tool seam: ``StaticWorkbench.call_tool`` with a token.
 
-Tools are `FunctionTool`\\s whose function takes ``cancellation_token``; each call runs
+Tools are `FunctionTool`\s whose function takes ``cancellation_token``; each call runs
 ``workbench.call_tool(name, args, cancellation_token=token, call_id=...)`` — what
 autogen-agentchat's agents call — and the kit's stop button is ``token.cancel()``. A body
 listens to that token (``is_cancelled()``, ``add_callback``). Nested calls go through the
@@ -38,7 +38,11 @@ class _TokenListen:
     async def wait(self) -> None:
         loop = asyncio.get_running_loop()
         told = asyncio.Event()
-        self._token.add_callback(lambda: loop.call_soon_threadsafe(told.set))
+
+        def on_cancel() -> None:
+            loop.call_soon_threadsafe(told.set)
+
+        self._token.add_callback(on_cancel)
         await told.wait()
 
     def stop(self) -> NoReturn:
@@ -100,7 +104,7 @@ class AutogenDriver:
 
     @property
     def backends(self) -> Sequence[str]:
-        """asyncio only."""
+        """Asyncio only."""
         return ("asyncio",)
 
     def versions(self) -> Mapping[str, str]:

@@ -1,6 +1,6 @@
-"""The driver of langchain-core's tool seam: ``BaseTool.ainvoke`` with a tool call.
+r"""The driver of langchain-core's tool seam: ``BaseTool.ainvoke`` with a tool call.
 
-Tools are `StructuredTool`\\s (``coroutine=`` for async bodies, ``func=`` for sync ones,
+Tools are `StructuredTool`\s (``coroutine=`` for async bodies, ``func=`` for sync ones,
 which langchain-core runs in an executor), with ``handle_tool_error=True`` so a
 `ToolException` becomes an error `ToolMessage`. Each call is ``await tool.ainvoke({"type":
 "tool_call", ...})``, in a task the kit's stop button cancels: task cancellation is how
@@ -43,8 +43,15 @@ async def _invoke(tools: Mapping[str, BaseTool], call: Call, stop: Stop | None) 
     tool = tools.get(call.tool)
     if tool is None:
         # langchain-core looks nothing up: a caller holding no such tool has no result.
-        return no_result(call.call_id, f"langchain-core has no registry to look {call.tool!r} up in")
-    tool_call = {"type": "tool_call", "name": call.tool, "args": dict(call.arguments), "id": call.call_id}
+        return no_result(
+            call.call_id, f"langchain-core has no registry to look {call.tool!r} up in"
+        )
+    tool_call = {
+        "type": "tool_call",
+        "name": call.tool,
+        "args": dict(call.arguments),
+        "id": call.call_id,
+    }
     task = asyncio.ensure_future(tool.ainvoke(tool_call))
     if stop is not None:
         stop.connect(task.cancel)
@@ -102,7 +109,7 @@ class LangChainDriver:
 
     @property
     def backends(self) -> Sequence[str]:
-        """asyncio only."""
+        """Asyncio only."""
         return ("asyncio",)
 
     def versions(self) -> Mapping[str, str]:

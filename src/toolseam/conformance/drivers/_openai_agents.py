@@ -1,6 +1,6 @@
-"""The driver of the OpenAI Agents SDK's tool execution: a streamed run the SDK cancels.
+r"""The driver of the OpenAI Agents SDK's tool execution: a streamed run the SDK cancels.
 
-The tools are `function_tool`\\s (``timeout=`` their deadline; sync functions run
+The tools are `function_tool`\s (``timeout=`` their deadline; sync functions run
 in ``asyncio.to_thread``, as the SDK does). The SDK's own test model, `ScriptedModel`,
 answers the first request with the scenario's tool calls (one response: the SDK runs them
 concurrently) and the next with text. Each scenario is one ``Runner.run_streamed``; the
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, final
+from typing import Any, cast, final
 
-from agents import Agent, FunctionTool, RunResultStreaming, Runner, function_tool
+from agents import Agent, FunctionTool, Runner, RunResultStreaming, function_tool
 from agents.items import ToolCallOutputItem
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
@@ -56,8 +56,11 @@ def _tool(tool: ScriptedTool) -> FunctionTool:
 
 
 def _call_id(item: ToolCallOutputItem) -> str | None:
-    raw: Any = item.raw_item
-    value = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    raw: object = item.raw_item
+    if isinstance(raw, dict):
+        value = cast("dict[str, object]", raw).get("call_id")
+    else:
+        value = getattr(raw, "call_id", None)
     return value if isinstance(value, str) else None
 
 
@@ -99,7 +102,7 @@ class OpenAIAgentsDriver:
 
     @property
     def backends(self) -> Sequence[str]:
-        """asyncio only."""
+        """Asyncio only."""
         return ("asyncio",)
 
     def versions(self) -> Mapping[str, str]:
@@ -113,7 +116,9 @@ class OpenAIAgentsDriver:
         def ask(call: ModelCall) -> Sequence[Any]:
             # The calls exist from here on: the stop button cancels the run now.
             scenario.stop.connect(holder[0].cancel)
-            return [function_call(c.tool, dict(c.arguments), call_id=c.call_id) for c in scenario.calls]
+            return [
+                function_call(c.tool, dict(c.arguments), call_id=c.call_id) for c in scenario.calls
+            ]
 
         model = ScriptedModel([ModelStep.respond(ask), [assistant_message("done")]])
         agent = Agent(name="conformance", model=model, tools=[_tool(t) for t in scenario.tools])
@@ -126,7 +131,9 @@ class OpenAIAgentsDriver:
             if host_cancelled():
                 raise
             return [no_result(c.call_id, f"the run raised {error!r}") for c in scenario.calls]
-        why = "the run was cancelled: no output item for the call" if scenario.stop.aborted else (
-            "no output item for the call"
+        why = (
+            "the run was cancelled: no output item for the call"
+            if scenario.stop.aborted
+            else ("no output item for the call")
         )
         return _outcomes(scenario.calls, result, why)

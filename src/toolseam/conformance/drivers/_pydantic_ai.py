@@ -1,20 +1,20 @@
-"""The driver of pydantic-ai's tool execution: an agent run whose model asks for the calls.
+r"""The driver of pydantic-ai's tool execution: an agent run whose model asks for the calls.
 
-The tools are `pydantic_ai.Tool`\\s (``timeout=`` their deadline, ``sequential=`` for tools
+The tools are `pydantic_ai.Tool`\s (``timeout=`` their deadline, ``sequential=`` for tools
 not safe to overlap) behind a `WrapperToolset` whose ``call_tool`` is the kit's
 around-dispatch wrapper. A `FunctionModel` — pydantic-ai's own test model — answers the
 first request with the scenario's tool calls (one response: pydantic-ai runs them
 concurrently) and the next with text. The kit's stop button is pydantic-ai's run
 cancellation, a `CancellationToken` passed to ``agent.run``; a cancelled run raises
 `RunCancelled`, whose ``all_messages()`` hold what completed. Each call's outcome is read
-from the history: its `ToolReturnPart` (``outcome``) or `RetryPromptPart`. pydantic-ai
+from the history: its `ToolReturnPart` and that part's ``outcome``. pydantic-ai
 tells a tool body nothing but task cancellation. Approval (deferred tool requests, answered
 in a later run) and nested calls are not driven: those clauses are skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import Any, final
 
 from pydantic_ai import Agent, CancellationToken, ModelRetry, RunCancelled, RunContext, Tool
@@ -22,14 +22,13 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
-from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_ai.toolsets.abstract import AbstractToolset, ToolsetTool
 
 from .._driver import Call, Capability, Outcome, Scenario, WrapperScript
 from .._scripts import ScriptedTool
@@ -46,27 +45,25 @@ _INTERRUPTED = (
 
 def _tool(tool: ScriptedTool) -> Tool[None]:
     listen = TaskListen(ModelRetry)
+    options: dict[str, Any] = {
+        "takes_ctx": False,
+        "name": tool.name,
+        "description": tool.description,
+        "timeout": tool.timeout,
+        "sequential": not tool.parallel,
+        "max_retries": 1,
+    }
     if tool.sync:
 
         def sync_body(key: str) -> str:
             return tool.run_sync({"key": key}, listen)
 
-        function: Callable[..., object] = sync_body
-    else:
+        return Tool(sync_body, **options)
 
-        async def body(key: str) -> str:
-            return await tool.run({"key": key}, listen)
+    async def body(key: str) -> str:
+        return await tool.run({"key": key}, listen)
 
-        function = body
-    return Tool(
-        function,
-        takes_ctx=False,
-        name=tool.name,
-        description=tool.description,
-        timeout=tool.timeout,
-        sequential=not tool.parallel,
-        max_retries=1,
-    )
+    return Tool(body, **options)
 
 
 @final
@@ -89,12 +86,12 @@ class _Around(WrapperToolset[None]):
 
 
 def _outcomes(calls: Sequence[Call], messages: Sequence[ModelMessage], why: str) -> list[Outcome]:
-    parts: dict[str, ToolReturnPart | RetryPromptPart] = {}
+    parts: dict[str, ToolReturnPart] = {}
     for message in messages:
         if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
-                    parts.setdefault(part.tool_call_id, part)
+            for candidate in message.parts:
+                if isinstance(candidate, ToolReturnPart):
+                    parts.setdefault(candidate.tool_call_id, candidate)
     outcomes: list[Outcome] = []
     for call in calls:
         part = parts.get(call.call_id)
@@ -102,18 +99,17 @@ def _outcomes(calls: Sequence[Call], messages: Sequence[ModelMessage], why: str)
             outcomes.append(Outcome(call.call_id, "cancelled", why))
         elif part is None:
             outcomes.append(no_result(call.call_id, "the history holds no return for the call"))
-        elif isinstance(part, RetryPromptPart):
-            timed_out = isinstance(part.content, str) and part.content.startswith(_TIMED_OUT)
-            status = "timeout" if timed_out else "error"
-            outcomes.append(Outcome(call.call_id, status, f"retry prompt: {part.content}"))
-        elif part.outcome == "retried" and str(part.content).startswith(_TIMED_OUT):
-            outcomes.append(Outcome(call.call_id, "timeout", f"outcome='retried': {part.content}"))
         elif part.outcome == "success":
             outcomes.append(Outcome(call.call_id, "ok", value=part.content))
         elif part.outcome == "interrupted":
-            outcomes.append(Outcome(call.call_id, "cancelled", f"outcome='interrupted': {part.content}"))
+            outcomes.append(
+                Outcome(call.call_id, "cancelled", f"outcome='interrupted': {part.content}")
+            )
         else:
-            outcomes.append(Outcome(call.call_id, "error", f"outcome={part.outcome!r}: {part.content}"))
+            # A failure is a retry prompt for the model (``outcome='retried'``); so is a timeout.
+            timed_out = part.outcome == "retried" and str(part.content).startswith(_TIMED_OUT)
+            detail = f"outcome={part.outcome!r}: {part.content}"
+            outcomes.append(Outcome(call.call_id, "timeout" if timed_out else "error", detail))
     return outcomes
 
 
@@ -133,7 +129,7 @@ class PydanticAIDriver:
 
     @property
     def backends(self) -> Sequence[str]:
-        """asyncio (pydantic-ai's run cancellation is asyncio task cancellation)."""
+        """Asyncio (pydantic-ai's run cancellation is asyncio task cancellation)."""
         return ("asyncio",)
 
     def versions(self) -> Mapping[str, str]:
@@ -157,8 +153,10 @@ class PydanticAIDriver:
             return ModelResponse(parts=[TextPart("done")])
 
         toolset = FunctionToolset([_tool(t) for t in scenario.tools])
-        toolsets = [_Around(toolset, scenario.around) if scenario.around else toolset]
-        agent = Agent(FunctionModel(model), toolsets=toolsets)
+        wrapped: AbstractToolset[None] = (
+            _Around(toolset, scenario.around) if scenario.around else toolset
+        )
+        agent = Agent(FunctionModel(model), toolsets=[wrapped], deps_type=type(None))
         try:
             result = await agent.run("go", cancellation_token=token)
         except RunCancelled as cancelled:

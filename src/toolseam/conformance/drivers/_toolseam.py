@@ -123,8 +123,12 @@ def _call_of(exec: ToolExecution) -> Call:
     return Call(exec.call_id, exec.name, {"key": str(key)})
 
 
+def _always(args: object) -> bool:
+    return True
+
+
 def define(registry: ToolRegistry, tool: ScriptedTool) -> ToolDefinition[KeyArgs, str]:
-    safe = (lambda args: True) if tool.parallel else None
+    safe = _always if tool.parallel else None
     decorate = define_tool(
         name=tool.name,
         description=tool.description,
@@ -187,11 +191,11 @@ class ToolseamDriver:
 
     @property
     def backends(self) -> Sequence[str]:
-        """asyncio and trio."""
+        """Asyncio and trio."""
         return ("asyncio", "trio")
 
     def versions(self) -> Mapping[str, str]:
-        """toolseam and anyio."""
+        """Toolseam and anyio."""
         return {name: importlib.metadata.version(name) for name in ("toolseam", "anyio")}
 
     async def run(self, scenario: Scenario) -> Sequence[Outcome]:
