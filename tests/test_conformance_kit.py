@@ -180,3 +180,32 @@ async def test_a_broken_registry_fails_exactly_the_clauses_it_breaks(
         (c.id, c.detail) for c in report.clauses if c.status != "pass"
     ]
     assert [c.id for c in report.clauses] == clause_ids()
+
+
+def test_the_guide_lists_every_clause_as_the_code_has_it() -> None:
+    guide = (ROOT / "docs" / "behaviour-kit.md").read_text("utf8")
+    rows = re.findall(r"^\| `([a-z.-]+)` \| (.+?) \| (.+?) \| (.+?) \|$", guide, re.M)
+    expected = [
+        (c.id, c.title, c.section, ", ".join(f"`{r}`" for r in c.requires) or "—") for c in CLAUSES
+    ]
+    assert rows == expected
+
+
+def test_the_scoreboard_has_every_clause() -> None:
+    page = (ROOT / "docs" / "conformance.md").read_text("utf8")
+    from toolseam.conformance.scoreboard import BEGIN_MARK, END_MARK
+
+    section = page[page.index(BEGIN_MARK) : page.index(END_MARK)]
+    assert re.findall(r"^\| `([a-z.-]+)` ", section, re.M) == clause_ids()
+
+
+def test_the_example_driver_is_a_third_party_driver_under_100_lines() -> None:
+    import runpy
+
+    path = ROOT / "docs" / "examples" / "conformance_driver.py"
+    source = path.read_text("utf8")
+    assert len(source.splitlines()) < 100
+    assert "toolseam.conformance.drivers" not in source  # public names only
+    namespace = runpy.run_path(str(path), run_name="example")  # runs it, on asyncio
+    report = anyio.run(run_clauses, namespace["MyDriver"]())
+    assert {c.status for c in report.clauses} == {"pass", "skip"}

@@ -7,4 +7,8 @@ from ._base import CLAUSES, Clause
 
 __all__ = ["CLAUSES", "Clause"]
 
+# Report order: one call, then host cancellation, deadlines, batches, the other stages.
+_ORDER = [single, host, timeouts, batch, stages]
+CLAUSES.sort(key=lambda c: [m.__name__ for m in _ORDER].index(c.check.__module__))
+
 del batch, host, single, stages, timeouts
