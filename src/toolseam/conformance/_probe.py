@@ -56,7 +56,7 @@ class Probe:
         self._changed = anyio.Event()
         self.finish_order: list[str] = []
         """The keys of the bodies, in the order they finished."""
-        self.released = False
+        self.released: bool = False
         """Set by the kit at the end of a scenario: every gate opens, every wait gives up."""
 
     # -- reading -------------------------------------------------------------------------
