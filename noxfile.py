@@ -102,6 +102,16 @@ def docs(session: nox.Session) -> None:
     session.run("pytest", "docs/test_examples.py", *session.posargs)
 
 
+BEHAVIOURAL_SUBJECTS = [
+    ("toolseam", "asyncio"),
+    ("toolseam", "trio"),
+    ("pydantic-ai", "asyncio"),
+    ("openai-agents", "asyncio"),
+    ("autogen", "asyncio"),
+    ("langchain", "asyncio"),
+]
+
+
 @nox.session(python=PYTHONS[0])
 def conformance(session: nox.Session) -> None:
     """The conformance matrix, written into docs/conformance.md (not a default session).
@@ -109,12 +119,30 @@ def conformance(session: nox.Session) -> None:
     Every case on mypy+plugin and pyright (these fail the session) and, for information,
     on plain mypy, basedpyright, pyrefly and ty; then the mutation score. ``nox -s
     conformance -- --target path [--mypy-config file]`` prints the matrix of another
-    target instead.
+    target instead. Without arguments it also writes the behavioural scoreboard
+    (``toolseam.conformance``: toolseam and the peers, clause by clause) into the same page.
     """
     session.install(".", *_group("conformance"))
     # With arguments (``-- --target path``) the matrix is printed, and the docs left alone.
     args = session.posargs or ["--write-docs", "docs/conformance.md"]
     session.run("python", "typetests/conformance.py", *args)
+    if session.posargs:
+        return
+    # The behavioural scoreboard (toolseam.conformance): toolseam on both backends, then the
+    # peers, each through its own tool seam. toolseam must pass every clause; the peers'
+    # failures are the measurement.
+    reports = []
+    for driver, backend in BEHAVIOURAL_SUBJECTS:
+        path = Path(session.create_tmp()) / f"behaviour-{driver}-{backend}.json"
+        session.run(
+            "python", "-m", "toolseam.conformance", "--driver", driver, "--backend", backend,
+            "--json", str(path), success_codes=[0] if driver == "toolseam" else [0, 1],
+        )  # fmt: skip
+        reports.append(str(path))
+    session.run(
+        "python", "-m", "toolseam.conformance.scoreboard", "--write-docs", "docs/conformance.md",
+        *reports,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHONS[0])

@@ -2,12 +2,12 @@
 
 ``nox -s bench`` runs this; ``python benchmarks/run_all.py`` does the same in the current
 environment (it needs the ``bench`` dependency group: autogen-core and the other peers,
-trio, nox). Options: ``--quick`` for a smoke run (figures meaningless), ``--skip-static``
-to leave out the static suite's wall time (about 80 s), ``--only targets,churn`` to run
-some of them (``overhead``, ``cancel`` and ``batch`` are parts of ``targets`` on their
-own). Every figure is a median over interleaved rounds; every ratio is taken
-within a round (see ``_harness``). Exits 0 even when a target is missed: these are
-measurements, not tests.
+trio, opentelemetry-sdk, nox). Options: ``--quick`` for a smoke run (figures meaningless),
+``--skip-static`` to leave out the static suite's wall time (about 80 s), ``--only
+targets,churn`` to run some of them (``overhead``, ``cancel`` and ``batch`` are parts of
+``targets`` on their own; ``tracing`` is not run by default). Every figure is a median
+over interleaved rounds; every ratio is taken within a round (see ``_harness``). Exits 0
+even when a target is missed: these are measurements, not tests.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import bench_overhead
 import bench_peers
 import bench_static_suite
 import bench_targets
+import bench_tracing
 from _harness import Check
 
 BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
     "batch": bench_batch.run,
+    "tracing": bench_tracing.run,
 }
 DEFAULT = ("targets", "peers", "churn", "static")
 

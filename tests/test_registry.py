@@ -821,3 +821,29 @@ class TestInputValidation:
         result = await registry.execute(make_input(arguments={"text": 3}))
         assert code_of(result) == INVALID_ARGS
         assert trace == []
+
+
+class TestSameListenerTwice:
+    """contract §5: each registration removes its own entry, even of a callable added twice."""
+
+    async def test_removing_the_second_registration_keeps_the_first_in_place(self) -> None:
+        registry, _, _ = registry_with_echo()
+        order: list[str] = []
+
+        async def audit(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            order.append("audit")
+            return await next()
+
+        async def retry(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            order.append("retry")
+            return await next()
+
+        registry.on_execute(audit)
+        registry.on_execute(retry)
+        second = registry.on_execute(audit)
+        await registry.execute(make_input())
+        assert order == ["audit", "retry", "audit"]
+        second.remove()
+        order.clear()
+        await registry.execute(make_input())
+        assert order == ["audit", "retry"]

@@ -21,6 +21,7 @@ from typing import Any, Literal, cast, final
 
 import anyio.lowlevel
 
+from . import _hooks  # tracing hook
 from ._approval import ApprovalRequest, ApprovalService
 from ._chain import Chain
 from ._decisions import Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision, ReplaceValue
@@ -124,6 +125,7 @@ class ToolRegistry:
         "_approval",
         "_epoch",
         "_guards",
+        "_hooks",  # tracing hook
         "_idle_waiters",
         "_in_flight",
         "_observers",
@@ -151,6 +153,7 @@ class ToolRegistry:
         self._post: Listeners[PostExecuteListener] = Listeners("post-execute listener")
         self._observers: Listeners[ResultObserver] = Listeners("result observer")
         self._guards: Listeners[Guard] = Listeners("guard")
+        self._hooks: tuple[_hooks.CallHook, ...] = ()  # tracing hook: see _hooks
 
     # -- setup -------------------------------------------------------------------------
 
@@ -443,6 +446,8 @@ class ToolRegistry:
             epoch,
         )
         self._in_flight[epoch] += 1
+        if self._hooks:  # tracing hook: the call's span opens at entry (contract §12)
+            _hooks.started(self._hooks, run)
         return run
 
     def _start(self, input: ToolExecutionInput, snapshot: _Snapshot | None = None) -> Run:
@@ -650,6 +655,8 @@ class ToolRegistry:
             if type(definition) is ToolFailure:
                 result: ToolResult = definition
             else:
+                # tracing hook: the call's span is current while the body runs (see _hooks).
+                entered = _hooks.enter_body(self._hooks, run) if self._hooks else None
                 try:
                     if type(definition) is DefinedTool:
                         args = definition._parse(run._arguments, run._utf8)
@@ -667,6 +674,8 @@ class ToolRegistry:
                     # was told to stop, is a reason like any other.
                     result = _body_failure(run, error)
                 finally:
+                    if entered is not None:  # tracing hook
+                        _hooks.leave_body(entered, run)
                     _leave_body(run, handed)
                 result = _body_settled(run, result)
         except Exception as error:
@@ -852,6 +861,8 @@ class ToolRegistry:
                 except BaseException as error:
                     interrupt = interrupt or error
         finally:
+            if self._hooks:  # tracing hook: the call's span ends with its one result
+                _hooks.published(self._hooks, run, result)
             # wait_idle(): this call has left its generation.
             epoch = run._epoch
             count = self._in_flight[epoch] - 1

@@ -54,27 +54,32 @@ class Listeners(Generic[L]):
     affects only later calls.
     """
 
-    __slots__ = ("items", "kind")
+    __slots__ = ("_keys", "items", "kind")
 
     items: tuple[L, ...]
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.items = ()
+        # One key per entry, parallel to `items`: the same callable may be added twice,
+        # and each registration removes its own entry, wherever it now is.
+        self._keys: tuple[object, ...] = ()
 
     def add(self, listener: L, *, prepend: bool = False) -> Registration:
         if not callable(listener):
             raise TypeError(f"{self.kind} must be callable, got {type(listener).__name__}")
-        item = listener
-        self.items = (item, *self.items) if prepend else (*self.items, item)
+        key = object()
+        if prepend:
+            self.items, self._keys = (listener, *self.items), (key, *self._keys)
+        else:
+            self.items, self._keys = (*self.items, listener), (*self._keys, key)
 
         def detach() -> None:
-            # Remove this registration's entry only (the same callable may be added twice).
-            items = list(self.items)
-            for index, existing in enumerate(items):
-                if existing is item:
-                    del items[index]
-                    self.items = tuple(items)
+            keys = self._keys
+            for index, existing in enumerate(keys):
+                if existing is key:
+                    self.items = self.items[:index] + self.items[index + 1 :]
+                    self._keys = keys[:index] + keys[index + 1 :]
                     return
 
         return Registration(detach)

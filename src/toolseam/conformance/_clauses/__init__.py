@@ -1,0 +1,14 @@
+"""Every clause of the kit, registered in report order by importing its module."""
+
+from __future__ import annotations
+
+from . import batch, host, single, stages, timeouts
+from ._base import CLAUSES, Clause
+
+__all__ = ["CLAUSES", "Clause"]
+
+# Report order: one call, then host cancellation, deadlines, batches, the other stages.
+_ORDER = [single, host, timeouts, batch, stages]
+CLAUSES.sort(key=lambda c: [m.__name__ for m in _ORDER].index(c.check.__module__))
+
+del batch, host, single, stages, timeouts

@@ -1,0 +1,256 @@
+"""The driver protocol: what a registry implements to be measured by the kit (contract §11).
+
+A driver adapts one registry. For each clause the kit hands it a `Scenario`: scripted tools
+to register, the calls to make, a `Stop` to wire to the registry's own way of cancelling,
+and optionally scripted stages (approval, an around-dispatch wrapper). The driver runs the
+calls through the registry's real tool-execution path and returns one `Outcome` per call,
+classified from what the registry produced. Each scripted body is given a `Listen`, built by
+the driver from whatever the registry offers the body to hear of cancellation (a signal, a
+token, task cancellation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, NoReturn, Protocol, TypeAlias, final
+
+if TYPE_CHECKING:
+    from ._scripts import ScriptedTool
+
+__all__ = [
+    "CAPABILITIES",
+    "ApprovalScript",
+    "Call",
+    "Capability",
+    "Driver",
+    "Listen",
+    "Outcome",
+    "Scenario",
+    "Status",
+    "Stop",
+    "WrapperScript",
+]
+
+Capability: TypeAlias = Literal[
+    "host_cancel", "sync_bodies", "batch", "timeouts", "nested", "approval", "around_dispatch"
+]
+"""What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
+
+CAPABILITIES: tuple[Capability, ...] = (
+    "host_cancel",
+    "sync_bodies",
+    "batch",
+    "timeouts",
+    "nested",
+    "approval",
+    "around_dispatch",
+)
+"""Every capability, in the order reports list them."""
+
+Status: TypeAlias = Literal[
+    "ok", "error", "aborted", "aborted_before_dispatch", "cancelled", "timeout", "none"
+]
+"""How a call ended, in the kit's words.
+
+``ok``: a success; ``error``: a failure that is not a cancellation; ``aborted``: cancelled
+after the body was invoked; ``aborted_before_dispatch``: cancelled, the body never ran;
+``cancelled``: cancelled, and the registry does not say whether the body ran;
+``timeout``: the tool's own deadline ended it; ``none``: the registry gave no result (it
+raised, or the call vanished). A driver maps the registry's own outcome onto these and must
+not invent a distinction the registry does not make: when its cancellation outcome cannot
+tell "ran" from "never ran", report ``cancelled`` (or ``none``) for both.
+"""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call the kit asks for."""
+
+    call_id: str
+    """The call's id (unique within a scenario)."""
+    tool: str
+    """The name of the scripted tool to call."""
+    arguments: Mapping[str, str]
+    """The arguments: ``{"key": ...}``, the key the scripted body reports under."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one call ended, classified by the driver from the registry's own result."""
+
+    call_id: str
+    """The call this outcome belongs to."""
+    status: Status
+    """The kit's classification."""
+    detail: str = ""
+    """The registry's own words: a message, a code, the exception it raised."""
+    value: object = None
+    """The value of a success (the scripted bodies return ``"done:<key>"``)."""
+
+
+class Listen(Protocol):
+    """A scripted body's view of the registry's cancellation, built by the driver per call.
+
+    Which members work depends on the registry: one that cancels only by tearing tasks down
+    has nothing to tell a thread, so ``is_told`` stays ``False`` and ``wait`` never returns
+    (task cancellation interrupts it instead).
+    """
+
+    def is_told(self) -> bool:
+        """Whether the registry has asked this body to stop (thread-safe)."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once the registry asks this body to stop."""
+        ...
+
+    def stop(self) -> NoReturn:
+        """Raise what this registry's bodies raise when they stop because they were told."""
+        ...
+
+    def fail(self, message: str) -> NoReturn:
+        """Raise this registry's tool error, with ``message``."""
+        ...
+
+    async def call(self, call: Call) -> Outcome:
+        """Make a nested call from inside the body, passing on its cancellation (``nested``)."""
+        ...
+
+
+@final
+class Stop:
+    """The kit's abort button for one scenario; the driver wires it to the registry.
+
+    `connect` registers the registry's own abort (``controller.abort``, ``token.cancel``, a
+    cancel scope's ``cancel``); the kit presses the button at the moment a clause needs.
+    Callbacks run in the kit's task, synchronously, once.
+    """
+
+    __slots__ = ("_aborted", "_callbacks")
+
+    def __init__(self) -> None:
+        self._aborted = False
+        self._callbacks: list[Callable[[], object]] = []
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the kit has pressed the button."""
+        return self._aborted
+
+    def connect(self, abort: Callable[[], object]) -> None:
+        """Call ``abort`` when the kit aborts (at once, if it already has)."""
+        if self._aborted:
+            abort()
+        else:
+            self._callbacks.append(abort)
+
+    def _press(self) -> None:
+        if self._aborted:
+            return
+        self._aborted = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+ApprovalScript: TypeAlias = Callable[
+    [Call, Listen], Awaitable[Literal["approve", "reject", "cancel"]]
+]
+"""The kit's scripted approver: the driver calls it where its registry asks for approval,
+with a `Listen` on the approval's own cancellation, and maps the answer onto the registry's:
+``"approve"`` lets the call go on, ``"reject"`` refuses it, ``"cancel"`` says the request was
+withdrawn (toolseam's ``"cancelled"``)."""
+
+WrapperScript: TypeAlias = Callable[[Call, Callable[[], Awaitable[object]]], Awaitable[object]]
+"""The kit's scripted around-dispatch wrapper: the driver calls it around the body's dispatch
+with the registry's ``next``, and hands back to the registry whatever it returns."""
+
+
+@final
+class Scenario:
+    """Everything one clause asks of a driver (built by the kit)."""
+
+    __slots__ = (
+        "_published",
+        "approval",
+        "around",
+        "batch",
+        "calls",
+        "max_parallel",
+        "stop",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[ScriptedTool],
+        calls: Sequence[Call],
+        batch: bool = False,
+        max_parallel: int = 10,
+        approval: ApprovalScript | None = None,
+        around: WrapperScript | None = None,
+    ) -> None:
+        self.tools: Sequence[ScriptedTool] = tools
+        """The scripted tools to register (fresh for every scenario)."""
+        self.calls: Sequence[Call] = calls
+        """The calls, in model order: one, unless ``batch``."""
+        self.batch: bool = batch
+        """Run ``calls`` through the registry's batch executor (capability ``batch``)."""
+        self.max_parallel: int = max_parallel
+        """The batch's parallelism, where the registry takes one."""
+        self.approval: ApprovalScript | None = approval
+        """Ask this approver before each call (capability ``approval``)."""
+        self.around: WrapperScript | None = around
+        """Wrap each call's dispatch in this (capability ``around_dispatch``)."""
+        self.stop: Stop = Stop()
+        """Wire this to the registry's cancellation before the calls start."""
+        self._published: list[Outcome] = []
+
+    def publish(self, outcome: Outcome) -> None:
+        """Report a result the registry *published* (its result observers, callbacks).
+
+        Optional: a registry with no way to announce results leaves it alone, and the kit
+        judges the outcomes `Driver.run` returns. A registry that announces results should
+        report every one, also when the awaiting task is cancelled (no outcome is returned
+        then): that is how the kit sees one result per host-cancelled call.
+        """
+        self._published.append(outcome)
+
+
+class Driver(Protocol):
+    """Adapts one registry to the kit (contract §11).
+
+    A driver is stateless between scenarios: `run` builds a fresh registry each time.
+    """
+
+    @property
+    def subject(self) -> str:
+        """The registry's name, for reports."""
+        ...
+
+    @property
+    def capabilities(self) -> Collection[Capability]:
+        """What the driver can do; the clauses needing anything else are skipped."""
+        ...
+
+    @property
+    def backends(self) -> Sequence[str]:
+        """The anyio backends the registry runs on (``"asyncio"``, ``"trio"``), first default."""
+        ...
+
+    def versions(self) -> Mapping[str, str]:
+        """The versions measured: ``{distribution: version}``."""
+        ...
+
+    async def run(self, scenario: Scenario) -> Sequence[Outcome]:
+        """Register the scenario's tools, run its calls, return one outcome per call.
+
+        A call the registry gives no result for is an ``Outcome(call_id, "none", ...)``, or
+        simply missing: the kit reports both. Host cancellation of the task awaiting this
+        method must propagate (the kit checks that it does).
+        """
+        ...

@@ -1,0 +1,266 @@
+"""What a clause works with: scenarios, a running call, and deterministic observations.
+
+`Kit.start` runs `Driver.run` in a task of its own, inside a cancel scope that plays the
+host (`Running.host_cancel`). The moment `run` returns or raises, the probe is snapshotted in
+that same task, synchronously: that snapshot is the quiescence measurement. `Running.held`
+is the no-racing measurement: it waits until a body sits at a gate the kit keeps closed and
+every task is blocked, and reports whether the call is still pending.
+
+The kit never races a body. Its only clock is a watchdog for registries that hang (neither
+return nor tell their body): after `WATCHDOG` seconds a wait gives up and the clause fails
+saying so, and the kit opens every gate so that the body can end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from typing import Final, NoReturn
+
+import anyio
+import anyio.abc
+
+from ._driver import Call, Driver, Outcome, Scenario
+from ._probe import BodyRecord, Probe
+from ._scripts import Behaviour, ScriptedTool
+
+__all__ = ["WATCHDOG", "Failed", "Kit", "Running"]
+
+WATCHDOG: Final = 10.0
+"""Seconds a clause waits for a registry that neither returns nor tells its body."""
+
+
+def _current_asyncio_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None  # not on asyncio
+
+
+class _Cancelled(Exception):
+    """A cancellation the registry raised without the host asking (reported, not raised)."""
+
+
+class Failed(Exception):
+    """A clause's verdict: the registry does not do what the clause requires."""
+
+
+class Running:
+    """One scenario in flight: `Driver.run` in its own task, under a host cancel scope."""
+
+    def __init__(self, kit: Kit, scenario: Scenario) -> None:
+        self._kit = kit
+        self.scenario = scenario
+        self.done = False
+        self.outcomes: Sequence[Outcome] | None = None
+        self.raised: BaseException | None = None
+        self.cancelled = False  # the host's cancellation propagated out of run
+        self.swallowed = False  # run returned normally although the host cancelled it
+        self.at_return: dict[str, BodyRecord] = {}
+        self._scope = anyio.CancelScope()
+        self._task: asyncio.Task[object] | None = None
+        self._host_cancelled = False
+
+    async def _main(self) -> None:
+        probe = self._kit.probe
+        self._task = _current_asyncio_task()
+        with self._scope:
+            try:
+                self.outcomes = await self._kit.driver.run(self.scenario)
+                self.at_return = probe.snapshot()
+            except anyio.get_cancelled_exc_class():
+                self.at_return = probe.snapshot()
+                if not self._host_cancelled:
+                    # The registry raised a cancellation of its own: that is no result.
+                    self.raised = _Cancelled("the call raised a cancellation nobody asked for")
+                    return
+                self.cancelled = True
+                if self._task is None:
+                    raise  # trio: the host's cancel scope catches it
+                self._task.uncancel()  # asyncio: we are the host that cancelled
+            except Exception as error:
+                self.at_return = probe.snapshot()
+                self.raised = error
+            finally:
+                self.done = True
+                probe.wake()
+        if self._host_cancelled and not self.cancelled:
+            self.swallowed = True
+            if self._task is not None:
+                self._task.uncancel()
+
+    # -- driving -------------------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Press the scenario's stop button (the caller's abort)."""
+        self.scenario.stop._press()
+
+    def host_cancel(self) -> None:
+        """Cancel the task awaiting `Driver.run`, as a host would.
+
+        On asyncio that is one ``Task.cancel()``, what asyncio hosts (``TaskGroup``,
+        ``asyncio.timeout``, a cancelled request) do; on trio, a cancel scope.
+        """
+        if self._host_cancelled or self.done:
+            return
+        self._host_cancelled = True
+        if self._task is not None:
+            self._task.cancel()
+        else:
+            self._scope.cancel()
+
+    def open(self, key: str, gate: str) -> None:
+        """Let the body of ``key`` go on past ``gate``."""
+        self._kit.probe.open(f"{key}:{gate}")
+
+    # -- observing -----------------------------------------------------------------------
+
+    async def until(self, what: str, key: str) -> BodyRecord:
+        """Wait until the body of ``key`` has ``entered``, been ``told`` or ``finished``.
+
+        Also returns when `run` has returned, and fails the clause after the watchdog.
+        """
+        probe = self._kit.probe
+
+        def reached() -> bool:
+            body = probe.body(key)
+            if what == "entered":
+                hit = body.entered
+            elif what == "told":
+                hit = body.told is not None
+            else:
+                hit = body.finished
+            return self.done or hit or body.finished
+
+        await self._kit.wait(reached, f"the body of {key!r} to be {what}")
+        return probe.body(key)
+
+    async def held(self, key: str, gate: str) -> bool:
+        """Whether the call is still pending once ``key``'s body waits at ``gate``.
+
+        Waits until the body sits at the (closed) gate — or finished, or `run` returned —
+        then until every task is blocked; then opens the gate. ``True`` means the
+        registry was, provably, waiting for that body.
+        """
+        probe = self._kit.probe
+
+        def reached() -> bool:
+            body = probe.body(key)
+            return self.done or body.at_gate == gate or body.finished
+
+        await self._kit.wait(reached, f"the body of {key!r} to reach its {gate!r} step")
+        await anyio.wait_all_tasks_blocked()
+        body = probe.body(key)
+        pending = not self.done and body.at_gate == gate
+        self.open(key, gate)
+        if body.torn_at == gate:
+            self._kit.fail(
+                f"{key} was torn down by task cancellation at its {gate!r} step instead of "
+                "being awaited"
+            )
+        return pending
+
+    async def finish(self) -> Sequence[Outcome]:
+        """Open every gate, wait for `run` to end; the outcomes it returned (if any)."""
+        probe = self._kit.probe
+        await anyio.wait_all_tasks_blocked()  # let an abort or a cancellation land first
+        while not self.done:
+            for gate in probe.waiting():
+                probe.open(gate)
+            await self._kit.wait(lambda: self.done or bool(probe.waiting()), "the call to return")
+        return self.outcomes or ()
+
+    def outcome(self, call_id: str) -> Outcome:
+        """The one outcome `run` returned for ``call_id``; fails the clause otherwise."""
+        if self.raised is not None:
+            self._kit.fail(
+                f"run raised {type(self.raised).__name__}: {self.raised}; no result for {call_id}"
+            )
+        found = [o for o in self.outcomes or () if o.call_id == call_id]
+        if len(found) != 1:
+            self._kit.fail(f"{len(found)} outcomes returned for {call_id}, expected exactly one")
+        return found[0]
+
+    def published(self, call_id: str) -> list[Outcome]:
+        """The results the registry announced for ``call_id`` (`Scenario.publish`)."""
+        return [o for o in self.scenario._published if o.call_id == call_id]
+
+    def quiet_at_return(self) -> list[str]:
+        """What was unfinished when `run` returned: ``[]`` when every body had finished.
+
+        Also names bodies that finished without the side effect they make on the way out.
+        """
+        problems: list[str] = []
+        for key, body in sorted(self.at_return.items()):
+            if body.entered and not body.finished:
+                where = f" (at its {body.at_gate} step)" if body.at_gate else ""
+                kind = "thread body" if body.thread != self._kit.loop_thread else "body"
+                problems.append(f"the {kind} of {key} was still running{where}")
+        return problems
+
+
+class Kit:
+    """A clause's workbench: builds scenarios and runs them against the driver."""
+
+    def __init__(self, driver: Driver, group: anyio.abc.TaskGroup) -> None:
+        self.driver = driver
+        self._group = group
+        self.probe = Probe()
+        self.loop_thread = self.probe._loop_thread
+        self.runs: list[Running] = []
+
+    def tool(self, name: str, behaviour: Behaviour, **options: object) -> ScriptedTool:
+        """A scripted tool reporting to this clause's probe."""
+        return ScriptedTool(self.probe, name, behaviour, **options)  # type: ignore[arg-type]
+
+    @staticmethod
+    def call(tool: str, key: str) -> Call:
+        """A call of ``tool`` whose body reports under ``key`` (also its call id)."""
+        return Call(key, tool, {"key": key})
+
+    def start(self, scenario: Scenario) -> Running:
+        """Start `Driver.run` on ``scenario`` in a task of its own."""
+        running = Running(self, scenario)
+        self.runs.append(running)
+        self._group.start_soon(running._main)
+        return running
+
+    async def run(self, scenario: Scenario) -> Running:
+        """Start ``scenario`` and wait for it to end."""
+        running = self.start(scenario)
+        await running.finish()
+        return running
+
+    async def wait(self, condition: Callable[[], bool], what: str) -> None:
+        """Wait for ``condition()``; fail the clause if the watchdog expires first."""
+        with anyio.move_on_after(WATCHDOG):
+            await self.probe.until(condition)
+            return
+        self.probe.release()
+        self.fail(f"gave up after {WATCHDOG:g}s waiting for {what}: the registry hangs")
+
+    @staticmethod
+    def fail(detail: str) -> NoReturn:
+        """Fail the clause with ``detail``."""
+        raise Failed(detail)
+
+    def check(self, condition: bool, detail: str) -> None:
+        """Fail the clause with ``detail`` unless ``condition``."""
+        if not condition:
+            self.fail(detail)
+
+    async def settle(self) -> list[str]:
+        """End the clause: open every gate, let every run and body end; what would not."""
+        self.probe.release()
+        stuck: list[str] = []
+        for running in self.runs:
+            with anyio.move_on_after(WATCHDOG):
+                await self.probe.until(functools.partial(getattr, running, "done"))
+            if not running.done:
+                running.host_cancel()
+                stuck.append("a call that never returned (cancelled by the kit)")
+        with anyio.move_on_after(WATCHDOG):
+            await self.probe.until(lambda: not self.probe.running())
+        stuck += [f"a body of {key} that never finished" for key in self.probe.running()]
+        return stuck

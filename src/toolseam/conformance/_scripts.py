@@ -1,0 +1,216 @@
+"""The scripted tools: bodies whose every step the probe sees (contract §11).
+
+Each body takes ``{"key": ...}`` and reports under that key. What a body does once it is
+told to stop is its *behaviour*; how it is told is the registry's business (`Listen`). Every
+async body that is torn down by task cancellation does what a careful body does: it records
+that, finishes its cleanup inside a shielded scope (at the ``cleanup`` gate) and re-raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Final, Literal, TypeAlias, final
+
+import anyio
+
+from ._driver import Call, Listen
+from ._probe import Probe
+
+__all__ = ["PARAMETERS", "Behaviour", "ScriptedTool", "done"]
+
+Behaviour: TypeAlias = Literal[
+    "ok", "fail", "hold", "ignore", "fail_when_told", "slow", "nest_hold", "nest_ok"
+]
+
+PARAMETERS: Final[Mapping[str, object]] = {
+    "type": "object",
+    "properties": {"key": {"type": "string"}},
+    "required": ["key"],
+    "additionalProperties": False,
+}
+"""The JSON schema of every scripted tool's arguments."""
+
+_POLL = 0.001  # a thread body's wait between looks at `Listen.is_told` (no ordering rides on it)
+
+
+def done(key: str) -> str:
+    """The value a scripted body returns: ``"done:<key>"``."""
+    return f"done:{key}"
+
+
+@final
+class ScriptedTool:
+    """A tool whose body follows a script and reports to the kit's probe.
+
+    Register it under `name`, with `description`, `parameters` and, where the registry has
+    one, its `timeout`; call `run` from an async body, or `run_sync` from a synchronous one
+    when `sync` is set (the registry should run it on a worker thread). `parallel` says the
+    tool is safe to run concurrently with others (the registry's parallel mode).
+    """
+
+    __slots__ = ("_behaviour", "_probe", "description", "name", "parallel", "sync", "timeout")
+
+    def __init__(
+        self,
+        probe: Probe,
+        name: str,
+        behaviour: Behaviour,
+        *,
+        sync: bool = False,
+        timeout: float | None = None,
+        parallel: bool = False,
+    ) -> None:
+        self._probe = probe
+        self._behaviour: Behaviour = behaviour
+        self.name: str = name
+        """The tool's name."""
+        self.description: str = f"A scripted conformance tool ({behaviour})."
+        """A description for the registry (and a model)."""
+        self.sync: bool = sync
+        """Run this tool's body with `run_sync`, on a worker thread."""
+        self.timeout: float | None = timeout
+        """The tool's own deadline in seconds, for registries that enforce one."""
+        self.parallel: bool = parallel
+        """Whether calls of this tool may run concurrently with others."""
+
+    @property
+    def parameters(self) -> Mapping[str, object]:
+        """The JSON schema of the arguments: ``{"key": str}``."""
+        return PARAMETERS
+
+    def __repr__(self) -> str:
+        return f"<ScriptedTool {self.name!r} {self._behaviour}{' sync' if self.sync else ''}>"
+
+    # -- async bodies --------------------------------------------------------------------
+
+    async def run(self, arguments: Mapping[str, object], listen: Listen) -> str:
+        """The body, for an async tool.
+
+        Args:
+            arguments: The call's arguments as the registry passes them (``{"key": ...}``).
+            listen: How this body hears of cancellation, from the driver.
+
+        Returns:
+            ``"done:<key>"`` (or a nested tool's report); raises through
+            ``listen.stop()`` or ``listen.fail()`` where the script says so.
+        """
+        if self.sync:
+            raise TypeError(f"{self.name} is a synchronous tool: call run_sync in a thread")
+        key = str(arguments["key"])
+        probe = self._probe
+        probe.entered(key, listen.is_told)
+        try:
+            return await self._script(key, listen)
+        except anyio.get_cancelled_exc_class():
+            # Torn down by task cancellation: finish the cleanup, shielded, then go.
+            probe.told(key, "task cancellation")
+            with anyio.CancelScope(shield=True):
+                await probe.gate(key, "cleanup")
+            probe.effect(key, "cleanup")
+            raise
+        finally:
+            probe.finished(key)
+
+    async def _wait_told(self, key: str, listen: Listen) -> bool:
+        """Wait until the registry tells the body to stop (or the kit gives up)."""
+        probe = self._probe
+        told = False
+        async with anyio.create_task_group() as group:
+
+            async def on_told() -> None:
+                nonlocal told
+                await listen.wait()
+                told = True
+                group.cancel_scope.cancel()
+
+            async def on_release() -> None:
+                await probe.until(lambda: probe.released)
+                group.cancel_scope.cancel()
+
+            group.start_soon(on_told)
+            group.start_soon(on_release)
+        if told:
+            probe.told(key, "signal")
+        return told
+
+    async def _script(self, key: str, listen: Listen) -> str:
+        probe = self._probe
+        behaviour = self._behaviour
+        if behaviour == "ok":
+            probe.effect(key, "work")
+            return done(key)
+        if behaviour == "fail":
+            probe.effect(key, "work")
+            listen.fail(f"scripted failure of {key}")
+        if behaviour == "slow":
+            await probe.gate(key, "work")
+            probe.effect(key, "work")
+            return done(key)
+        if behaviour in ("nest_hold", "nest_ok"):
+            child = "hold" if behaviour == "nest_hold" else "ok"
+            outcome = await listen.call(Call(f"{key}/child", child, {"key": f"{key}/child"}))
+            probe.effect(key, f"child:{outcome.status}")
+            if listen.is_told():
+                listen.stop()
+            return f"{done(key)}|{outcome.status}:{outcome.value}"
+        told = await self._wait_told(key, listen)
+        if behaviour == "ignore":
+            await probe.gate(key, "work")  # told, and carrying on regardless
+            probe.effect(key, "work")
+            return done(key)
+        await probe.gate(key, "cleanup")
+        probe.effect(key, "cleanup")
+        if behaviour == "fail_when_told":
+            listen.fail(f"scripted failure of {key} after it was told to stop")
+        if told:
+            listen.stop()
+        return done(key)
+
+    # -- thread bodies -------------------------------------------------------------------
+
+    def run_sync(self, arguments: Mapping[str, object], listen: Listen) -> str:
+        """The body, for a synchronous tool (the registry runs it on a worker thread).
+
+        Args:
+            arguments: The call's arguments (``{"key": ...}``).
+            listen: How this body hears of cancellation (``is_told``, polled).
+
+        Returns:
+            ``"done:<key>"``; raises through ``listen.stop()`` where the script says so.
+        """
+        if not self.sync:
+            raise TypeError(f"{self.name} is an async tool: await run")
+        key = str(arguments["key"])
+        probe = self._probe
+        probe.entered(key, listen.is_told)
+        try:
+            if probe.body(key).on_loop_thread:
+                # Blocking here would block the loop the kit runs on: record and return.
+                probe.effect(key, "work")
+                return done(key)
+            if self._behaviour == "ok":
+                probe.effect(key, "work")
+                return done(key)
+            told = self._wait_told_sync(key, listen)
+            if self._behaviour == "ignore":
+                probe.gate_sync(key, "work")
+                probe.effect(key, "work")
+                return done(key)
+            probe.gate_sync(key, "cleanup")
+            probe.effect(key, "cleanup")
+            if told:
+                listen.stop()
+            return done(key)
+        finally:
+            probe.finished(key)
+
+    def _wait_told_sync(self, key: str, listen: Listen) -> bool:
+        probe = self._probe
+        idle = threading.Event()
+        while not probe.released:
+            if listen.is_told():
+                probe.told(key, "signal")
+                return True
+            idle.wait(_POLL)
+        return False

@@ -1,0 +1,147 @@
+"""The OpenAI Agents SDK integration: a registry's tools as SDK `FunctionTool`s (contract §10).
+
+``Agent(..., tools=[*function_tools(registry)])`` runs every tool call of the agent through
+`ToolRegistry.execute`, so the registry's contract holds inside the SDK: one result per
+call, a body told to stop through its signal and awaited until it has, deadlines that ask
+instead of tearing down. The SDK is asyncio-only, and so is this module. Install it with
+the extra ``toolseam[openai-agents]``; ``import toolseam`` never imports the SDK.
+
+The SDK stops a tool call by cancelling its task — on its own ``timeout_seconds``, when a
+sibling call fails, and when the run is cancelled — and when the run is cancelled it does
+not wait for the tool tasks it cancelled. The registry's host-cancellation path
+(contract §5) turns each such cancellation into an abort of the body's signal, awaits the
+body (a thread body too), publishes the call's one result and only then lets the
+cancellation go on. Nobody in the SDK awaits that last part: ``await registry.wait_idle()``
+is how a host waits for it.
+"""
+
+from __future__ import annotations
+
+import importlib.util as _importlib_util
+
+if _importlib_util.find_spec("agents") is None:  # pragma: no cover - only without it
+    raise ImportError(
+        "toolseam.integrations.openai_agents needs the OpenAI Agents SDK: "
+        'pip install "toolseam[openai-agents]"'
+    )
+
+import copy
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents import FunctionTool, RunContextWrapper
+from agents.strict_schema import ensure_strict_json_schema
+from agents.tool_context import ToolContext
+
+from .._definitions import ToolSchema
+from .._json import FrozenDict, JsonValue, MaterializationError, materialize
+from .._registry import ToolRegistry
+from .._signals import AbortController
+from .._views import ToolExecutionInput
+from ._common import result_text
+
+__all__ = ["function_tools"]
+
+
+def function_tools(
+    registry: ToolRegistry,
+    *,
+    needs_approval: bool
+    | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]] = False,
+) -> list[FunctionTool]:
+    """One SDK `FunctionTool` per tool registered on ``registry`` now, in registration order.
+
+    Each tool takes the schema's ``name`` and ``description``, and its ``parameters`` as
+    ``params_json_schema``, unchanged. A tool is strict (``strict_json_schema=True``) exactly
+    when the SDK's own strict conversion (``agents.strict_schema.ensure_strict_json_schema``)
+    leaves its schema as it is: every object closed with ``"additionalProperties": false``
+    and every property required. Any other schema is sent non-strict, because the SDK would
+    have to change it — make an optional property required, close an open object, or refuse
+    it — and the model could then no longer send every call the registry accepts.
+
+    Calling a tool (``on_invoke_tool(ctx, json_args)``) parses the arguments (an empty
+    string is ``{}``), then runs ``registry.execute`` with ``call_id=ctx.tool_call_id``, a
+    fresh `AbortController` of its own and ``agent=ctx``, and returns the text the model
+    reads: the result's content — a success's text, a failure's ``Error: ...``. It never
+    raises for a failure. Arguments that cannot be read as JSON are answered with an
+    ``Error: ...`` text without a registry call. If the SDK cancels the task, the registry
+    publishes the call's one result (``ABORTED``, or ``ABORTED_BEFORE_DISPATCH`` if the body
+    never started) once the body has stopped, and the cancellation propagates.
+
+    Args:
+        registry: The registry whose tools to offer, and that runs every call.
+        needs_approval: The SDK's own approval gate, set on every tool. ``False``, the
+            default, leaves approval to the registry alone: a pre-execute listener's `Ask`,
+            answered by the registry's `ApprovalService` inside the call. ``True`` or a
+            policy callable makes the SDK interrupt the run before a call reaches the
+            registry; a call the SDK's approver rejects never reaches it (the registry
+            publishes nothing for it), and one it approves still goes through every stage
+            of the registry, whose own `Ask`, `Deny` and guards still apply.
+
+    Returns:
+        The tools: plain SDK `FunctionTool` objects, whose fields may still be changed one
+        by one (``needs_approval`` of a single tool, say). ``Agent(tools=...)`` is typed
+        ``list[Tool]``, and ``list`` is invariant: pass ``[*function_tools(registry)]``.
+
+    Raises:
+        ValueError: A tool's parameters schema is not a JSON object.
+    """
+    tools: list[FunctionTool] = []
+    for schema in registry.schemas():
+        parameters = _parameters(schema)
+        tools.append(
+            FunctionTool(
+                name=schema.name,
+                description=schema.description,
+                params_json_schema=parameters,
+                on_invoke_tool=_invoker(registry, schema.name),
+                strict_json_schema=_strict_as_is(parameters),
+                needs_approval=needs_approval,
+            )
+        )
+    return tools
+
+
+def _parameters(schema: ToolSchema) -> dict[str, Any]:
+    """A plain, mutable copy of a tool's parameters schema, for the SDK to keep."""
+    try:
+        frozen = materialize(dict(schema.parameters))
+    except (MaterializationError, TypeError, ValueError) as error:
+        raise ValueError(
+            f'tool "{schema.name}": its parameters schema is not JSON ({error})'
+        ) from None
+    if not isinstance(frozen, FrozenDict):  # pragma: no cover - dict() gave a dict
+        raise ValueError(f'tool "{schema.name}": its parameters schema is not a JSON object')
+    return copy.deepcopy(frozen)  # deepcopy thaws a snapshot into plain dicts and lists
+
+
+def _strict_as_is(parameters: dict[str, Any]) -> bool:
+    """Whether the SDK's strict mode takes ``parameters`` exactly as they are."""
+    try:
+        converted = ensure_strict_json_schema(copy.deepcopy(parameters))
+    except Exception:
+        return False  # the SDK refuses it (an open `additionalProperties`, say)
+    return converted == parameters
+
+
+def _invoker(
+    registry: ToolRegistry, name: str
+) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
+    async def on_invoke_tool(ctx: ToolContext[Any], json_args: str) -> str:
+        try:
+            arguments: JsonValue = json.loads(json_args) if json_args else {}
+        except (ValueError, RecursionError) as error:
+            return f"Error: the tool call's arguments could not be read as JSON ({error})"
+        # No await before execute(): a cancellation from the SDK can only reach the call
+        # inside the registry, which settles it (contract §5, host cancellation).
+        call = ToolExecutionInput(
+            call_id=ctx.tool_call_id,
+            name=name,
+            arguments=arguments,
+            signal=AbortController().signal,
+            agent=ctx,
+        )
+        return result_text(await registry.execute(call))
+
+    return on_invoke_tool

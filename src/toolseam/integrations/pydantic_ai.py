@@ -1,0 +1,231 @@
+"""A toolseam registry as a pydantic-ai toolset (contract §10, extra ``toolseam[pydantic-ai]``).
+
+``Agent(model, toolsets=[RegistryToolset(registry)])`` gives the agent every tool of the
+registry, and every call goes through `ToolRegistry.execute`, so the registry's contract holds
+inside pydantic-ai: one published result per call, "ran" told apart from "never ran", bodies
+(thread bodies too) awaited until they stop, deadlines that ask rather than tear down.
+
+pydantic-ai stops a run by cancelling the asyncio task of each running tool call (its
+``RunContext.cancel()``, a ``CancellationToken``, a run ``timeout=`` and a cancelled host task
+all end there). That cancellation reaches `ToolRegistry.execute`, whose host-cancellation path
+(contract §5) aborts the body's signal, waits for the body, publishes the call's one result and
+re-raises the cancellation unchanged: pydantic-ai then goes on tearing the run down as usual.
+
+pydantic-ai runs on asyncio only (its tool execution uses asyncio tasks), so this module does
+too. See docs/integrations/pydantic-ai.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from typing import Any, Final, cast, final
+
+import anyio
+from pydantic_ai import ModelRetry, RunContext, ToolReturn
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+from pydantic_core import SchemaValidator, core_schema
+
+from .. import (
+    INVALID_ARGS,
+    AbortController,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolResult,
+    ToolSuccess,
+)
+from ._common import CODE_METADATA_KEY as CODE_METADATA_KEY
+from ._common import plain, result_text
+
+__all__ = ["CODE_METADATA_KEY", "RegistryToolset"]
+
+# toolseam validates the arguments (contract §6), so pydantic-ai must let through whatever
+# the model sent once it parses as JSON: the registry decides, and answers INVALID_ARGS.
+_ANY_ARGUMENTS: Final = SchemaValidator(core_schema.any_schema())
+
+_STOPPED_WAITING = "the agent run was cancelled while the call waited for its turn"
+
+
+class _Gate:
+    """Admits a run's tool calls in arrival order: parallel ones together, exclusive alone.
+
+    It carries toolseam's per-call `ToolRegistry.execution_mode` into pydantic-ai, whose own
+    ``sequential`` flag is per tool: an exclusive call waits until every call admitted before
+    it has finished and holds back every call that arrives after it, as a barrier.
+    """
+
+    __slots__ = ("_exclusive", "_queue", "_running")
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._exclusive = False
+        self._queue: deque[tuple[bool, anyio.Event]] = deque()
+
+    def _admits(self, exclusive: bool) -> bool:
+        return self._running == 0 or not (exclusive or self._exclusive)
+
+    def _take(self, exclusive: bool) -> None:
+        self._running += 1
+        self._exclusive = exclusive
+
+    async def enter(self, exclusive: bool) -> None:
+        """Wait for the call's turn; on cancellation, give up the place (or the turn)."""
+        if not self._queue and self._admits(exclusive):
+            self._take(exclusive)
+            return
+        entry = (exclusive, anyio.Event())
+        self._queue.append(entry)
+        try:
+            await entry[1].wait()
+        except anyio.get_cancelled_exc_class():
+            if entry[1].is_set():
+                self.leave()  # admitted as the cancellation arrived: hand the turn on
+            else:
+                self._queue.remove(entry)
+                self._wake()
+            raise
+
+    def leave(self) -> None:
+        """A call admitted by `enter` has finished."""
+        self._running -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        queue = self._queue
+        while queue and self._admits(queue[0][0]):
+            exclusive, event = queue.popleft()
+            self._take(exclusive)
+            event.set()
+
+
+@final
+class RegistryToolset(AbstractToolset[object]):
+    """A pydantic-ai toolset that runs its tools through a toolseam registry.
+
+    ``Agent(model, toolsets=[RegistryToolset(registry)])``. The tools are listed from
+    `ToolRegistry.schemas` each time pydantic-ai asks (a tool registered or removed meanwhile
+    shows up at the next model request). Each call runs `ToolRegistry.execute` with
+    ``call_id = ctx.tool_call_id``, a signal of its own and ``agent = ctx`` (the
+    ``RunContext``), and answers the model with:
+
+    * on success, the result's ``value``;
+    * on `INVALID_ARGS`, a ``ModelRetry`` with the failure's message: the model is asked to fix
+      its arguments (counted against the retry budget, ``max_retries``);
+    * on any other failure, a ``ToolReturn`` whose ``return_value`` is the result's text (such
+      as ``"Error: tool call timed out after 5.0s"``) and whose ``metadata`` holds the code
+      under `CODE_METADATA_KEY` (``None`` for an error without a code).
+
+    Concurrency: every tool is listed with pydantic-ai's ``sequential=False``, so pydantic-ai
+    starts all the calls of a model turn at once, and the toolset applies toolseam's
+    per-call `ToolRegistry.execution_mode`: calls whose mode is ``"parallel"`` overlap, an
+    ``"exclusive"`` call (the default for a tool without ``is_concurrency_safe``) runs alone,
+    after the calls that arrived before it and before those that arrive after it. The order
+    is per agent run (`for_run` gives each run a toolset of its own).
+
+    Cancellation: when pydantic-ai cancels a call (the run was cancelled), a running body's
+    signal aborts and the body is awaited, thread bodies included, before the cancellation
+    goes on; the call publishes `ABORTED` (its body was invoked) or `ABORTED_BEFORE_DISPATCH`
+    (it never was, for instance because it was waiting for its turn).
+
+    Args:
+        registry: The registry whose tools this toolset serves.
+        id: The toolset's id, for pydantic-ai (needed only under durable execution).
+        max_retries: How many `INVALID_ARGS` retries the model gets per tool; ``None``
+            means the agent's own default.
+    """
+
+    __slots__ = ("_gate", "_id", "_max_retries", "_registry")
+
+    def __init__(
+        self, registry: ToolRegistry, *, id: str | None = None, max_retries: int | None = None
+    ) -> None:
+        given = cast("object", registry)  # checked at runtime too: untyped callers
+        if type(given) is not ToolRegistry:
+            kind = type(given).__name__
+            raise TypeError(f"RegistryToolset expects a ToolRegistry, got {kind}")
+        self._registry = registry
+        self._id = id
+        self._max_retries = max_retries
+        self._gate = _Gate()
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The registry whose tools this toolset serves."""
+        return self._registry
+
+    @property
+    def id(self) -> str | None:
+        """The id given to the constructor."""
+        return self._id
+
+    async def for_run(self, ctx: RunContext[object]) -> RegistryToolset:
+        """A toolset of the same registry for one agent run, with its own order of calls."""
+        return RegistryToolset(self._registry, id=self._id, max_retries=self._max_retries)
+
+    async def get_tools(self, ctx: RunContext[object]) -> dict[str, ToolsetTool[object]]:
+        """The registry's tools, from `ToolRegistry.schemas`, as pydantic-ai tools."""
+        max_retries = ctx.max_retries if self._max_retries is None else self._max_retries
+        tools: dict[str, ToolsetTool[object]] = {}
+        for schema in self._registry.schemas():
+            definition = ToolDefinition(
+                name=schema.name,
+                description=schema.description,
+                # A plain, mutable copy: model adapters may rewrite a schema they are given.
+                parameters_json_schema=plain(schema.parameters),
+                sequential=False,  # toolseam orders the calls itself (see _Gate)
+            )
+            tools[schema.name] = ToolsetTool(
+                toolset=self,
+                tool_def=definition,
+                max_retries=max_retries,
+                args_validator=_ANY_ARGUMENTS,
+            )
+        return tools
+
+    async def call_tool(
+        self,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[object],
+        tool: ToolsetTool[object],
+    ) -> Any:
+        """Run one call through the registry and translate its one result for pydantic-ai.
+
+        Raises:
+            ModelRetry: The registry answered `INVALID_ARGS`.
+        """
+        registry = self._registry
+        controller = AbortController()
+        call = ToolExecutionInput(
+            call_id=ctx.tool_call_id or f"pyd_ai_{uuid.uuid4().hex}",
+            name=name,
+            arguments=tool_args,
+            signal=controller.signal,
+            agent=ctx,
+        )
+        gate = self._gate
+        try:
+            await gate.enter(registry.execution_mode(call) == "exclusive")
+        except anyio.get_cancelled_exc_class():
+            # contract §7: a call that never started still gets its one result.
+            controller.abort(_STOPPED_WAITING)
+            with anyio.CancelScope(shield=True):
+                await registry.execute(call)
+            raise
+        try:
+            # contract §5: when pydantic-ai cancels this task, execute aborts the body's signal,
+            # waits for the body (a thread included), publishes, and re-raises the cancellation.
+            result = await registry.execute(call)
+        finally:
+            gate.leave()
+        return _answer(result)
+
+
+def _answer(result: ToolResult) -> Any:
+    """What pydantic-ai hands the model for one toolseam result."""
+    if isinstance(result, ToolSuccess):
+        return result.value
+    if result.code == INVALID_ARGS:
+        raise ModelRetry(result.error.message)
+    return ToolReturn(return_value=result_text(result), metadata={CODE_METADATA_KEY: result.code})

@@ -1,0 +1,671 @@
+"""toolseam.integrations.openai_agents against the real OpenAI Agents SDK.
+
+asyncio only: the SDK is asyncio-only (it creates, cancels and waits for asyncio tasks
+itself), so ``anyio_backend`` is pinned to asyncio here. The model is `ScriptModel`, an
+implementation of the SDK's own `Model` interface (both ``get_response`` and
+``stream_response``) that answers from a script: no network.
+Tracing is off for the whole module, so nothing is exported either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+from agents import (
+    Agent,
+    FunctionTool,
+    ModelResponse,
+    Runner,
+    SQLiteSession,
+    Usage,
+    set_tracing_disabled,
+)
+from agents.exceptions import UserError
+from agents.items import TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
+from agents.models.interface import Model
+from agents.strict_schema import ensure_strict_json_schema
+from agents.tool_context import ToolContext
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
+
+from toolseam import (
+    TOOL_ABORTED,
+    TOOL_ABORTED_BEFORE_DISPATCH,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Ask,
+    Next,
+    PreDecision,
+    Registration,
+    ToolExecution,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+    define_tool,
+)
+from toolseam.integrations.openai_agents import function_tools
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The SDK runs on asyncio only."""
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_tracing() -> Iterator[None]:
+    # No API key and no network here: the SDK must not try to export traces.
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+
+
+# -- a model that answers from a script (the SDK's Model interface) ---------------------------
+
+
+class ScriptModel(Model):
+    """Answers turn after turn from a script, and records what each turn was sent."""
+
+    def __init__(self, *turns: list[TResponseOutputItem]) -> None:
+        self.turns = list(turns)
+        self.inputs: list[str | list[TResponseInputItem]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        self.inputs.append(copy.deepcopy(input))
+        return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        *args: Any,
+        **kwargs: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        self.inputs.append(copy.deepcopy(input))
+        response = Response(
+            id="resp_1",
+            created_at=0,
+            model="script",
+            object="response",
+            output=self.turns.pop(0),
+            tool_choice="auto",
+            tools=[],
+            parallel_tool_calls=True,
+        )
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=0
+        )
+
+    def outputs(self, turn: int) -> list[dict[str, Any]]:
+        """The tool outputs the model was sent in ``turn`` (0-based)."""
+        sent = self.inputs[turn]
+        assert isinstance(sent, list)
+        return [
+            {"call_id": item["call_id"], "output": item["output"]}  # type: ignore[typeddict-item]
+            for item in sent
+            if isinstance(item, dict) and item.get("type") == "function_call_output"
+        ]
+
+
+def call(name: str, arguments: str, call_id: str) -> TResponseOutputItem:
+    return ResponseFunctionToolCall(
+        id=f"fc_{call_id}", call_id=call_id, type="function_call", name=name, arguments=arguments
+    )
+
+
+def say(text: str) -> TResponseOutputItem:
+    return ResponseOutputMessage(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def context(call_id: str, name: str = "echo", arguments: str = "{}") -> ToolContext[None]:
+    """What the SDK hands ``on_invoke_tool``, for tests that call a tool directly."""
+    return ToolContext(context=None, tool_name=name, tool_call_id=call_id, tool_arguments=arguments)
+
+
+# -- a registry whose tools report what happened to them -------------------------------------
+
+
+class TextArgs(TypedDict):
+    text: str
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    count: int
+
+
+class Optional(BaseModel):
+    text: str
+    count: int = 1
+
+
+class Open(BaseModel):
+    tags: dict[str, int]
+
+
+@dataclass
+class Probe:
+    """The bodies' side of a test: when they started, were told to stop, and finished."""
+
+    started: anyio.Event = field(default_factory=anyio.Event)
+    told: anyio.Event = field(default_factory=anyio.Event)
+    release_async: anyio.Event = field(default_factory=anyio.Event)
+    release_thread: threading.Event = field(default_factory=threading.Event)
+    heard: list[object] = field(default_factory=list[object])
+    finished: list[str] = field(default_factory=list[str])
+
+    def release(self) -> None:
+        self.release_async.set()
+        self.release_thread.set()
+
+
+@dataclass
+class Setup:
+    registry: ToolRegistry
+    probe: Probe
+    registrations: dict[str, Registration] = field(default_factory=dict[str, Registration])
+    results: list[tuple[str, object, ToolResult]] = field(
+        default_factory=list["tuple[str, object, ToolResult]"]
+    )
+
+    def observe(self, exec: ToolExecution, result: ToolResult) -> None:
+        self.results.append((exec.call_id, exec.agent, result))
+
+    @property
+    def only(self) -> tuple[str, object, ToolResult]:
+        assert len(self.results) == 1, self.results
+        return self.results[0]
+
+    def tool(self, name: str) -> FunctionTool:
+        (found,) = [tool for tool in function_tools(self.registry) if tool.name == name]
+        return found
+
+
+def setup(registry: ToolRegistry | None = None) -> Setup:
+    registry = ToolRegistry() if registry is None else registry
+    probe = Probe()
+
+    @define_tool(name="echo", description="Echo the text.")
+    async def echo(args: TextArgs, exec: ToolRunContext) -> str:
+        return args["text"]
+
+    @define_tool(name="closed", description="Every property required, no others.")
+    async def closed(args: Closed, exec: ToolRunContext) -> str:
+        return args.text * args.count
+
+    @define_tool(name="optional", description="An optional count.")
+    async def optional(args: Optional, exec: ToolRunContext) -> str:
+        return args.text * args.count
+
+    @define_tool(name="open", description="An open object.")
+    async def open_(args: Open, exec: ToolRunContext) -> int:
+        return sum(args.tags.values())
+
+    @define_tool(name="fails", description="Always fails.")
+    async def fails(args: TextArgs, exec: ToolRunContext) -> str:
+        raise ValueError(f"no {args['text']}")
+
+    @define_tool(name="waits", description="Waits for its signal; cleans up when told.")
+    async def waits(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.signal.add_listener(lambda signal: probe.heard.append(signal.reason))
+        probe.started.set()
+        try:
+            await exec.signal.wait()
+        except BaseException:
+            probe.told.set()  # the host's cancellation, delivered at this await
+            with anyio.CancelScope(shield=True):
+                await probe.release_async.wait()  # cleanup that takes a while
+            probe.finished.append("async")
+            raise
+        return "stopped by its signal"
+
+    @define_tool(name="blocks", description="A thread body that waits for its signal.")
+    def blocks(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.signal.add_listener(lambda signal: probe.heard.append(signal.reason))
+        anyio.from_thread.run_sync(probe.started.set)
+        exec.signal.wait_sync()
+        anyio.from_thread.run_sync(probe.told.set)
+        probe.release_thread.wait()  # cleanup that takes a while
+        probe.finished.append("thread")
+        return "stopped by its signal"
+
+    done = Setup(registry, probe)
+    for tool in (echo, closed, optional, open_, fails, waits, blocks):
+        done.registrations[tool.name] = registry.register(tool)
+    registry.on_result(done.observe)
+    return done
+
+
+# -- the tools --------------------------------------------------------------------------------
+
+
+def test_import_toolseam_does_not_import_the_sdk() -> None:
+    probe = "import sys, toolseam; assert 'agents' not in sys.modules, sorted(sys.modules)"
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
+
+
+def test_one_function_tool_per_registered_tool_with_its_schema() -> None:
+    registry = setup().registry
+    tools = function_tools(registry)
+    assert [tool.name for tool in tools] == [schema.name for schema in registry.schemas()]
+    for tool, schema in zip(tools, registry.schemas(), strict=True):
+        assert isinstance(tool, FunctionTool)
+        assert tool.description == schema.description
+        assert tool.params_json_schema == schema.parameters
+        assert type(tool.params_json_schema) is dict  # plain, for the SDK to keep
+        assert tool.needs_approval is False
+        assert tool.timeout_seconds is None  # the registry enforces timeouts, not the SDK
+
+
+def test_strict_exactly_when_the_sdk_takes_the_schema_as_it_is() -> None:
+    tools = {tool.name: tool for tool in function_tools(setup().registry)}
+    strict = {name for name, tool in tools.items() if tool.strict_json_schema}
+    assert strict == {"closed"}
+    closed = tools["closed"].params_json_schema
+    assert ensure_strict_json_schema(copy.deepcopy(closed)) == closed
+    # Strict mode would make `count` required: the model could no longer leave it out.
+    optional = tools["optional"].params_json_schema
+    assert ensure_strict_json_schema(copy.deepcopy(optional))["required"] == ["text", "count"]
+    assert optional["required"] == ["text"]
+    # It would close the object `echo` takes (extra keys are accepted today).
+    echo = tools["echo"].params_json_schema
+    assert "additionalProperties" not in echo
+    assert ensure_strict_json_schema(copy.deepcopy(echo))["additionalProperties"] is False
+    # And it refuses a map with open keys.
+    with pytest.raises(UserError):
+        ensure_strict_json_schema(copy.deepcopy(tools["open"].params_json_schema))
+
+
+def test_a_schema_that_is_not_json_is_refused_naming_the_tool() -> None:
+    registry = ToolRegistry()
+    echo = setup().registry.get("echo")
+    assert echo is not None
+
+    class Odd:
+        name = "odd"
+        description = "A schema with a set in it."
+        parameters = {"type": "object", "enum": {1, 2}}  # noqa: RUF012
+        timeout = None
+        parse_arguments = echo.parse_arguments
+        run = echo.run
+        serialize_output = echo.serialize_output
+        render = echo.render
+        is_concurrency_safe = echo.is_concurrency_safe
+        finalize_content = echo.finalize_content
+
+    registry.register(Odd())
+    with pytest.raises(ValueError, match=r'^tool "odd": its parameters schema is not JSON \(\$'):
+        function_tools(registry)
+
+
+# -- one call ---------------------------------------------------------------------------------
+
+
+async def test_a_success_is_its_content_text_and_the_call_id_is_the_sdks() -> None:
+    done = setup()
+    ctx = context("call_7")
+    assert await done.tool("echo").on_invoke_tool(ctx, '{"text": "hi"}') == "hi"
+    call_id, agent, result = done.only
+    assert call_id == "call_7"
+    assert agent is ctx
+    assert not result.is_error
+
+
+async def test_a_json_value_is_its_json_text() -> None:
+    done = setup()
+    output = await done.tool("open").on_invoke_tool(context("c"), '{"tags": {"a": 1, "b": 2}}')
+    assert output == "3"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "text"),
+    [
+        ("fails", '{"text": "luck"}', "Error: no luck"),
+        ("echo", '{"text": 1}', "Error: invalid arguments for tool"),
+        ("echo", "", "Error: invalid arguments for tool"),  # "" is {}, as in the SDK
+        ("echo", "[1, 2]", "Error: invalid arguments for tool"),
+        (
+            "echo",
+            '{"text": NaN}',
+            "Error: tool execution arguments must be losslessly JSON-serializable ($.text: ",
+        ),
+    ],
+)
+async def test_a_failure_is_its_error_text_and_never_raises(
+    name: str, arguments: str, text: str
+) -> None:
+    done = setup()
+    output = await done.tool(name).on_invoke_tool(context("call_f", name), arguments)
+    assert isinstance(output, str)
+    assert output.startswith(text)
+    _, _, result = done.only
+    assert result.is_error
+
+
+async def test_a_tool_unregistered_since_is_an_unknown_tool() -> None:
+    done = setup()
+    tool = done.tool("echo")
+    done.registrations["echo"].remove()
+    assert await tool.on_invoke_tool(context("b"), '{"text": "x"}') == 'Error: unknown tool "echo"'
+    assert len(done.results) == 1
+
+
+@pytest.mark.parametrize("arguments", ['{"text": ', "[" * 100_000 + "]" * 100_000])
+async def test_arguments_that_are_not_json_are_an_error_text_without_a_call(
+    arguments: str,
+) -> None:
+    done = setup()
+    output = await done.tool("echo").on_invoke_tool(context("call_j"), arguments)
+    assert output.startswith("Error: the tool call's arguments could not be read as JSON (")
+    assert done.results == []
+
+
+# -- cancellation of the task that runs on_invoke_tool ----------------------------------------
+
+
+async def _cancelled_call(done: Setup, tool: str, how: str) -> asyncio.Task[Any]:
+    """Start the call in a task, wait until its body runs, cancel it, and return the task."""
+    scopes: list[anyio.CancelScope] = []
+
+    async def in_scope() -> object:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            return await done.tool(tool).on_invoke_tool(context("call_c", tool), '{"text": "x"}')
+        return None
+
+    if how == "Task.cancel":
+        task = asyncio.create_task(
+            done.tool(tool).on_invoke_tool(context("call_c", tool), '{"text": "x"}')
+        )
+    else:
+        task = asyncio.create_task(in_scope())
+    await done.probe.started.wait()
+    if how == "Task.cancel":
+        task.cancel()
+    else:
+        scopes[0].cancel()
+    return task
+
+
+@pytest.mark.parametrize("how", ["Task.cancel", "cancel scope"])
+@pytest.mark.parametrize("tool", ["waits", "blocks"])
+async def test_a_cancelled_call_aborts_the_body_and_wait_idle_waits_for_it(
+    tool: str, how: str
+) -> None:
+    done = setup()
+    task = await _cancelled_call(done, tool, how)
+    await done.probe.told.wait()  # the body is told to stop...
+    idle = asyncio.create_task(done.registry.wait_idle())
+    await anyio.wait_all_tasks_blocked()
+    assert not idle.done()  # ...and while it cleans up, the call is not over
+    assert done.results == []
+    done.probe.release()
+    await idle
+    assert done.probe.finished == ["async" if tool == "waits" else "thread"]
+    call_id, _, result = done.only
+    assert (call_id, result.is_error, getattr(result, "code", None)) == (
+        "call_c",
+        True,
+        TOOL_ABORTED,
+    )
+    assert len(done.probe.heard) == 1  # the registry aborted the body's signal
+    assert task.done()
+    if how == "Task.cancel":
+        assert task.cancelled()  # the cancellation went on, unchanged
+    else:
+        assert task.result() is None  # the scope took its own cancellation back
+
+
+# -- a whole run ------------------------------------------------------------------------------
+
+
+async def test_a_run_calls_a_registry_tool_and_then_answers() -> None:
+    done = setup()
+    model = ScriptModel(
+        [call("echo", '{"text": "hi"}', "call_1"), call("fails", '{"text": "luck"}', "call_2")],
+        [say("done")],
+    )
+    agent = Agent(name="assistant", model=model, tools=function_tools(done.registry))
+    result = await Runner.run(agent, "go")
+    assert result.final_output == "done"
+    assert model.outputs(1) == [
+        {"call_id": "call_1", "output": "hi"},
+        {"call_id": "call_2", "output": "Error: no luck"},
+    ]
+    assert sorted(call_id for call_id, _, _ in done.results) == ["call_1", "call_2"]
+    for call_id, agent_value, _ in done.results:
+        assert isinstance(agent_value, ToolContext)
+        assert agent_value.tool_call_id == call_id
+
+
+@pytest.mark.parametrize("tool", ["waits", "blocks"])
+async def test_a_run_cancelled_mid_tool_returns_at_once_and_wait_idle_waits(tool: str) -> None:
+    done = setup()
+    model = ScriptModel([call(tool, '{"text": "x"}', "call_1")], [say("never sent")])
+    agent = Agent(name="assistant", model=model, tools=function_tools(done.registry))
+    session = SQLiteSession("cancelled-run")
+    try:
+        run = asyncio.create_task(Runner.run(agent, "go", session=session))
+        await done.probe.started.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        # The SDK is done with the run: it cancelled the tool's task and did not wait.
+        await done.probe.told.wait()
+        assert done.probe.finished == []
+        assert done.results == []
+        idle = asyncio.create_task(done.registry.wait_idle())
+        await anyio.wait_all_tasks_blocked()
+        assert not idle.done()
+        done.probe.release()
+        await idle
+        assert len(done.probe.finished) == 1
+        call_id, _, result = done.only
+        assert (call_id, getattr(result, "code", None)) == ("call_1", TOOL_ABORTED)
+        # What the SDK kept: one model turn, and in the session only the user's input —
+        # neither the tool call nor an output for it.
+        assert len(model.inputs) == 1
+        assert await session.get_items() == [{"content": "go", "role": "user"}]
+    finally:
+        session.close()
+
+
+async def test_an_sdk_timeout_aborts_the_body_and_waits_for_it() -> None:
+    done = setup()
+    (waits,) = [tool for tool in function_tools(done.registry) if tool.name == "waits"]
+    waits.timeout_seconds = 0.01  # the SDK's own deadline: asyncio.wait_for, a cancellation
+    model = ScriptModel([call("waits", '{"text": "x"}', "call_1")], [say("done")])
+    agent = Agent(name="assistant", model=model, tools=[waits])
+    run = asyncio.create_task(Runner.run(agent, "go"))
+    await done.probe.told.wait()
+    await anyio.wait_all_tasks_blocked()
+    # Unlike a cancelled run, wait_for waits for the task it cancelled: the run is held up
+    # while the body cleans up.
+    assert not run.done()
+    assert done.results == []
+    done.probe.release()
+    result = await run
+    assert result.final_output == "done"
+    assert done.probe.finished == ["async"]
+    assert [getattr(r, "code", None) for _, _, r in done.results] == [TOOL_ABORTED]
+    assert model.outputs(1) == [
+        {"call_id": "call_1", "output": "Tool 'waits' timed out after 0.01 seconds."}
+    ]
+
+
+async def test_a_registry_timeout_asks_the_body_and_the_model_reads_it() -> None:
+    registry = ToolRegistry()
+    done = setup(registry)
+
+    @define_tool(name="patient", description="Waits for its signal.", timeout=0.01)
+    async def patient(args: TextArgs, exec: ToolRunContext) -> str:
+        await exec.signal.wait()
+        done.probe.finished.append(str(exec.signal.reason))
+        return "late"
+
+    registry.register(patient)
+    model = ScriptModel([call("patient", '{"text": "x"}', "call_1")], [say("done")])
+    agent = Agent(name="assistant", model=model, tools=function_tools(registry))
+    assert (await Runner.run(agent, "go")).final_output == "done"
+    assert done.probe.finished == ["tool call timed out after 0.01s"]
+    assert model.outputs(1) == [
+        {"call_id": "call_1", "output": "Error: tool call timed out after 0.01s"}
+    ]
+
+
+@pytest.mark.parametrize("tool", ["waits", "blocks"])
+async def test_a_streamed_run_stopped_with_cancel_is_the_same(tool: str) -> None:
+    """``result.cancel()``, the SDK's own stop, cancels the tool's task and does not wait."""
+    done = setup()
+    model = ScriptModel([call(tool, '{"text": "x"}', "call_1")], [say("never sent")])
+    agent = Agent(name="assistant", model=model, tools=function_tools(done.registry))
+    streamed = Runner.run_streamed(agent, "go")
+
+    async def consume() -> None:
+        async for _ in streamed.stream_events():
+            pass
+
+    consumer = asyncio.create_task(consume())
+    await done.probe.started.wait()
+    streamed.cancel()
+    await consumer
+    await done.probe.told.wait()
+    assert done.results == []
+    assert done.probe.finished == []
+    done.probe.release()
+    await done.registry.wait_idle()
+    call_id, _, result = done.only
+    assert (call_id, getattr(result, "code", None)) == ("call_1", TOOL_ABORTED)
+    assert streamed.new_items == []
+    assert streamed.to_input_list() == [{"content": "go", "role": "user"}]
+
+
+# -- approval ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Approver:
+    """An `ApprovalService` with a fixed answer, or one that waits for the caller's signal."""
+
+    answer: ApprovalAnswer | None
+    requests: list[ApprovalRequest] = field(default_factory=list[ApprovalRequest])
+    asked: anyio.Event = field(default_factory=anyio.Event)
+
+    async def request(self, request: ApprovalRequest, /) -> ApprovalAnswer:
+        self.requests.append(request)
+        self.asked.set()
+        if self.answer is None:
+            await request.signal.wait()
+            return "cancelled"
+        return self.answer
+
+
+async def ask(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+    return Ask("echo needs a yes") if exec.name == "echo" else await next()
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [("allowed-once", "hi"), ("rejected", "Error: tool call denied: rejected by approval")],
+)
+async def test_the_registry_owns_approval_by_default(answer: ApprovalAnswer, output: str) -> None:
+    approver = Approver(answer)
+    done = setup(ToolRegistry(approver))
+    done.registry.on_pre_execute(ask)
+    model = ScriptModel([call("echo", '{"text": "hi"}', "call_1")], [say("done")])
+    agent = Agent(name="assistant", model=model, tools=function_tools(done.registry))
+    result = await Runner.run(agent, "go")
+    assert result.interruptions == []  # the SDK never paused the run
+    assert model.outputs(1) == [{"call_id": "call_1", "output": output}]
+    (request,) = approver.requests
+    assert request.reason == "echo needs a yes"
+    assert isinstance(request.execution.agent, ToolContext)
+    assert request.execution.agent.tool_call_id == "call_1"
+    assert len(done.results) == 1
+
+
+async def test_a_run_cancelled_while_the_registry_asks_never_ran_the_body() -> None:
+    approver = Approver(None)
+    done = setup(ToolRegistry(approver))
+    done.registry.on_pre_execute(ask)
+    model = ScriptModel([call("echo", '{"text": "hi"}', "call_1")], [say("never sent")])
+    agent = Agent(name="assistant", model=model, tools=function_tools(done.registry))
+    run = asyncio.create_task(Runner.run(agent, "go"))
+    await approver.asked.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await done.registry.wait_idle()
+    _, _, result = done.only
+    assert getattr(result, "code", None) == TOOL_ABORTED_BEFORE_DISPATCH
+
+
+@pytest.mark.parametrize("registry_answer", [None, "allowed-once", "rejected"])
+@pytest.mark.parametrize("sdk_approves", [True, False])
+async def test_the_sdks_gate_comes_first_and_the_registry_still_decides(
+    sdk_approves: bool, registry_answer: ApprovalAnswer | None
+) -> None:
+    """``needs_approval=True``: the SDK pauses the run; the registry runs only what it let by."""
+    done = setup(ToolRegistry(None if registry_answer is None else Approver(registry_answer)))
+    if registry_answer is not None:
+        done.registry.on_pre_execute(ask)
+    model = ScriptModel([call("echo", '{"text": "hi"}', "call_1")], [say("done")])
+    tools = function_tools(done.registry, needs_approval=True)
+    assert {tool.needs_approval for tool in tools} == {True}
+    agent = Agent(name="assistant", model=model, tools=tools)
+    paused = await Runner.run(agent, "go")
+    (pending,) = paused.interruptions
+    assert done.results == []  # the registry has not seen the call yet
+    state = paused.to_state()
+    if sdk_approves:
+        state.approve(pending)
+    else:
+        state.reject(pending)
+    result = await Runner.run(agent, state)
+    assert result.final_output == "done"
+    (output,) = model.outputs(1)
+    if not sdk_approves:
+        assert output["output"] == "Tool execution was not approved."  # the SDK's own text
+        assert done.results == []  # the registry never saw the call
+    elif registry_answer == "rejected":
+        assert output["output"] == "Error: tool call denied: rejected by approval"
+        assert len(done.results) == 1
+    else:
+        assert output["output"] == "hi"
+        assert len(done.results) == 1
