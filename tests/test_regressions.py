@@ -15,6 +15,7 @@ import pytest
 from support import Published, TextArgs, code_of, make_input, registry_with_echo
 from toolseam import (
     TOOL_ABORTED,
+    TOOL_ABORTED_BEFORE_DISPATCH,
     AbortController,
     AbortError,
     AbortSignal,
@@ -375,3 +376,74 @@ async def test_host_cancel_reaching_a_nested_call_through_from_thread_is_aborted
             await inner_started.wait()
             scope.cancel()
     assert [code_of(r) for r in published.results] == [TOOL_ABORTED, TOOL_ABORTED]
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+async def test_an_observer_interrupt_in_a_batch_costs_no_sibling_its_result(
+    interrupt: type[BaseException],
+) -> None:
+    """Contract §7, batch executor: an interrupt from publishing one call waits for the batch.
+
+    The observer of call ``a`` raises while ``b`` (parallel) is still in its body: ``b``
+    finishes its work and publishes its own result, ``c`` (not started yet) is not started
+    and ends ``ABORTED_BEFORE_DISPATCH``, then the interrupt propagates bare.
+    """
+    registry = ToolRegistry()
+    gate = anyio.Event()
+    finished: list[str] = []
+    published: list[tuple[str, str | None]] = []
+
+    @define_tool(name="par", description="", is_concurrency_safe=lambda args: True)
+    async def par(args: TextArgs, exec: ToolRunContext) -> str:
+        if args["text"] == "b":
+            await gate.wait()
+            await anyio.lowlevel.checkpoint()
+        finished.append(args["text"])
+        return args["text"]
+
+    def observer(exec: ToolExecution, result: ToolResult) -> None:
+        published.append((exec.call_id, result.code if isinstance(result, ToolFailure) else None))
+        if exec.call_id == "a":
+            gate.set()
+            raise interrupt
+
+    registry.register(par)
+    registry.on_result(observer)
+    calls = [
+        ToolCall("a", "par", {"text": "a"}),
+        ToolCall("b", "par", {"text": "b"}),
+        ToolCall("x", "exclusive_missing", {}),  # ends the parallel group
+        ToolCall("c", "par", {"text": "c"}),
+    ]
+    with pytest.raises(interrupt):
+        await run_tool_calls(registry, calls, signal=AbortController().signal)
+    assert finished == ["a", "b"]
+    assert published == [
+        ("a", None),
+        ("b", None),
+        ("x", TOOL_ABORTED_BEFORE_DISPATCH),
+        ("c", TOOL_ABORTED_BEFORE_DISPATCH),
+    ]
+    await registry.wait_idle()  # nothing left in flight
+
+
+async def test_an_observer_interrupt_after_an_exclusive_call_skips_the_rest() -> None:
+    """Contract §7: an exclusive call's interrupt, too, propagates once every call has one."""
+    registry, _, _ = registry_with_echo()
+    published: list[tuple[str, str | None]] = []
+
+    def observer(exec: ToolExecution, result: ToolResult) -> None:
+        published.append((exec.call_id, result.code if isinstance(result, ToolFailure) else None))
+        if exec.call_id == "a":
+            raise SystemExit(3)
+
+    registry.on_result(observer)
+    calls = [ToolCall(i, "echo", {"text": i}) for i in ("a", "b", "c")]  # echo is exclusive
+    with pytest.raises(SystemExit) as raised:
+        await run_tool_calls(registry, calls, signal=AbortController().signal)
+    assert raised.value.code == 3
+    assert published == [
+        ("a", None),
+        ("b", TOOL_ABORTED_BEFORE_DISPATCH),
+        ("c", TOOL_ABORTED_BEFORE_DISPATCH),
+    ]

@@ -68,7 +68,9 @@ async def run_tool_calls(
     until they settle), and every call that never started gets an `ABORTED_BEFORE_DISPATCH`
     result with ``dispatched=False`` (also published to the registry's observers). If the
     awaiting task is cancelled by its host, the started calls publish their results and the
-    cancellation is re-raised.
+    cancellation is re-raised. A ``KeyboardInterrupt`` or ``SystemExit`` that a result
+    observer or ``finalize_content`` raises for one call stops further calls from starting
+    as an abort does, and propagates once every call has its one result.
 
     Args:
         registry: The registry to run the calls through.
@@ -112,26 +114,58 @@ async def run_tool_calls(
             )
         )
     outcomes: list[CallOutcome | None] = [None] * len(batch)
-    index = 0
-    mode: tuple[str, Any] | None = None  # the mode already read for batch[index], if any
-    while index < len(batch) and not signal.aborted:
-        if mode is None:
-            mode = registry._mode(inputs[index])
-        if mode[0] == "exclusive":
-            result = await registry.execute(inputs[index])
-            outcomes[index] = _outcome(batch[index], result, True)
-            index += 1
-            mode = None
-        else:
-            index, mode = await _run_parallel_group(
-                registry, batch, inputs, outcomes, index, mode, signal, max_parallel
-            )
-    if index == len(batch):
-        return cast("list[CallOutcome]", outcomes)  # every call was started
-    return [
-        outcome if outcome is not None else _outcome(call, registry._skip(call_input), False)
-        for call, call_input, outcome in zip(batch, inputs, outcomes, strict=True)
-    ]
+    held: list[BaseException] = []  # what publishing a call raised (see _publish)
+    try:
+        index = 0
+        mode: tuple[str, Any] | None = None  # the mode already read for batch[index], if any
+        while index < len(batch) and not signal.aborted and not held:
+            if mode is None:
+                mode = registry._mode(inputs[index])
+            if mode[0] == "exclusive":
+                run = registry._start(inputs[index], mode[1])
+                # The stages of `execute`, in its order, with the snapshot already taken.
+                for stage in (
+                    registry._stage_before,
+                    registry._stage_dispatch,
+                    registry._stage_after,
+                ):
+                    step = stage(run)
+                    if step is not None:
+                        await step
+                outcomes[index] = _outcome(batch[index], _publish(registry, run, held), True)
+                index += 1
+                mode = None
+            else:
+                index, mode = await _run_parallel_group(
+                    registry, batch, inputs, outcomes, index, mode, signal, max_parallel, held
+                )
+        if index == len(batch):
+            return cast("list[CallOutcome]", outcomes)  # every call was started
+        return [
+            outcome
+            if outcome is not None
+            else _outcome(call, _publish(registry, registry._skip_run(call_input), held), False)
+            for call, call_input, outcome in zip(batch, inputs, outcomes, strict=True)
+        ]
+    finally:
+        if held:
+            # Every call has its one result now; the interrupt goes on, bare (a host
+            # cancellation under way is its __context__).
+            raise held[0]
+
+
+def _publish(registry: ToolRegistry, run: Run, held: list[BaseException]) -> ToolResult:
+    """Publish ``run``'s result; hold an interrupt an observer raised, not the batch.
+
+    `ToolRegistry._publish` raises a ``KeyboardInterrupt`` or ``SystemExit`` only after
+    every observer has seen the result, which is then the run's; raising it here would tear
+    down the calls still running in the batch and lose their results.
+    """
+    try:
+        return registry._publish(run)
+    except BaseException as error:
+        held.append(error)
+        return cast("ToolResult", run._result)
 
 
 _set_call = cast("Any", CallOutcome).call.__set__
@@ -313,6 +347,7 @@ async def _run_parallel_group(
     mode: tuple[str, Any],
     signal: AbortSignal,
     max_parallel: int,
+    held: list[BaseException],
 ) -> tuple[int, tuple[str, Any] | None]:
     """Run consecutive parallel calls from ``start`` (whose mode is ``mode``).
 
@@ -338,7 +373,7 @@ async def _run_parallel_group(
                         pool.hand_off(eager=True)
                         await step
                     order.popleft()
-                    result = registry._publish(started.run)
+                    result = _publish(registry, started.run, held)
                     outcomes[started.index] = _outcome(batch[started.index], result, True)
                 # Start calls while a dispatch slot is free.
                 while (
@@ -346,6 +381,7 @@ async def _run_parallel_group(
                     and index < len(batch)
                     and pool.in_dispatch < max_parallel
                     and not signal.aborted
+                    and not held
                 ):
                     if pending is None:
                         pending = registry._mode(inputs[index])
@@ -370,7 +406,7 @@ async def _run_parallel_group(
                     break  # every started call is published, and no further one may start
                 if order[0].state == _DISPATCHED:
                     continue
-                if next_mode is not None or index >= len(batch) or signal.aborted:
+                if next_mode is not None or index >= len(batch) or signal.aborted or held:
                     pool.closing = True  # workers return once the queue is empty
                 pool.hand_off(eager=False)
                 if pool.queue:

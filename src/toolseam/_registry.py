@@ -403,8 +403,11 @@ class ToolRegistry:
         run._signal = run._caller_signal
         self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
 
-    def _skip(self, input: ToolExecutionInput) -> ToolResult:
-        """Publish `ABORTED_BEFORE_DISPATCH` for a call a batch never started."""
+    def _skip_run(self, input: ToolExecutionInput) -> Run:
+        """The run of a call a batch never started, settled `ABORTED_BEFORE_DISPATCH`.
+
+        Its one result is still to be published (`_publish`).
+        """
         call_id, name, root_call_id, _problem = _text_fields(
             input.call_id, input.name, input.root_call_id
         )
@@ -412,8 +415,7 @@ class ToolRegistry:
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
-        self._finish(run, aborted_result(body_invoked=False))
-        return self._publish(run)
+        return self._finish(run, aborted_result(body_invoked=False))
 
     def _new_run(
         self,
