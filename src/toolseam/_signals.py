@@ -157,13 +157,9 @@ class AbortSignal:
         """
         if not callable(callback):
             raise TypeError(f"add_listener() expects a callable, got {type(callback).__name__}")
-        with _lock:
-            if not self._aborted:
-                key = next(_keys)
-                if self._listeners is None:
-                    self._listeners = {}
-                self._listeners[key] = callback
-                return Registration(lambda: self._remove_listener(key))
+        key = self._attach(callback)
+        if key is not None:
+            return Registration(lambda: self._remove_listener(key))
         interrupt = _run_listener(callback, self)
         if interrupt is not None:
             raise interrupt
@@ -243,14 +239,23 @@ class AbortSignal:
                 self._remove_listener(key)
 
     def _attach(self, callback: Listener) -> int | None:
-        """Add a listener under its key; ``None`` (and nothing added) once aborted."""
+        """Add a listener under its key; ``None`` (nothing added, nothing called) once aborted.
+
+        Stored first, then checked: the lock is re-entrant, so a Python signal handler (a
+        CLI's Ctrl-C wired to ``abort()``) can abort this very signal in the middle of this
+        section, on this thread. `_trigger` empties the listener dict it takes, so a key
+        still in it was stored too late to be called.
+        """
         with _lock:
             if self._aborted:
                 return None
             key = next(_keys)
-            if self._listeners is None:
-                self._listeners = {}
-            self._listeners[key] = callback
+            listeners = self._listeners
+            if listeners is None:
+                listeners = self._listeners = {}
+            listeners[key] = callback
+            if self._aborted and listeners.pop(key, None) is not None:
+                return None  # aborted meanwhile, without it
             return key
 
     def wait_sync(self, timeout: float | None = None) -> bool:
@@ -405,6 +410,7 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
             calls: list[tuple[Listener, AbortSignal]] = [
                 (callback, root) for callback in listeners.values()
             ]
+            listeners.clear()  # taken (see AbortSignal._attach)
         else:
             calls = _abort_fused(root, reason)
     if len(calls) == 1:
@@ -443,6 +449,7 @@ def _abort_fused(root: AbortSignal, reason: object) -> list[tuple[Listener, Abor
             signal._listeners = None
             for callback in listeners.values():
                 calls.append((callback, signal))  # noqa: PERF401 - no generator frame
+            listeners.clear()  # taken (see AbortSignal._attach)
     return calls
 
 
@@ -587,9 +594,19 @@ def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) 
                 fused._reason = source._reason
                 return FusedSignal(fused, ())
         for source in sources:
-            if source._dependents is None:
-                source._dependents = {}
-            source._dependents[fused] = None
+            dependents = source._dependents
+            if dependents is None:
+                dependents = source._dependents = {}
+            dependents[fused] = None
+        # Attached first, then checked again: a signal handler on this thread may have
+        # aborted a source after the check above, before the fusion was attached to it
+        # (the lock is re-entrant; see AbortSignal._attach).
+        if not fused._aborted:
+            for source in reversed(signals):
+                if source._aborted:
+                    fused._aborted = True  # nothing listens to a fusion this new
+                    fused._reason = source._reason
+                    break
     return FusedSignal(fused, sources)
 
 
