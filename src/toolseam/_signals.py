@@ -254,8 +254,9 @@ class AbortSignal:
             if listeners is None:
                 listeners = self._listeners = {}
             listeners[key] = callback
-            if self._aborted and listeners.pop(key, None) is not None:
-                return None  # aborted meanwhile, without it
+            # mypy keeps the narrowing from the check above: it cannot know of re-entry.
+            if self._aborted and listeners.pop(key, None) is not None:  # type: ignore[unreachable]
+                return None  # type: ignore[unreachable]  # aborted meanwhile, without it
             return key
 
     def wait_sync(self, timeout: float | None = None) -> bool:
