@@ -9,7 +9,7 @@ import asyncio
 import gc
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -575,6 +575,35 @@ class TestLateNext:
             r"and the tool body, will not run$",
         ):
             late()
+        assert trace == []
+        assert published.only is result
+
+    @pytest.mark.parametrize("wrappers", [1, 2])
+    async def test_next_called_in_time_but_awaited_late_never_runs_the_body(
+        self, wrappers: int
+    ) -> None:
+        registry, published, trace = registry_with_echo()
+        kept: list[Awaitable[ToolResult]] = []
+
+        async def keeper(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            kept.append(next())  # called while the wrapper runs, not awaited
+            return ToolSuccess(value="short-circuit")
+
+        async def passing(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            return await next()
+
+        for wrapper in [passing] * (wrappers - 1) + [keeper]:
+            registry.on_execute(wrapper)
+        result = await registry.execute(make_input())
+        assert isinstance(result, ToolSuccess)
+        [late] = kept
+        with pytest.raises(
+            RuntimeError,
+            match=r"^tool \"echo\" \(call 'call_1'\): an around-dispatch wrapper awaited what "
+            r"next\(\) returned after the wrappers returned; the call has ended, so the tool "
+            r"body will not run$",
+        ):
+            await late
         assert trace == []
         assert published.only is result
 

@@ -716,6 +716,14 @@ class ToolRegistry:
 
     def _enter_body(self, run: Run, handed: object) -> ToolDefinition[Any, Any] | ToolFailure:
         """Whether the body may be invoked: its definition, set up to run, or why not."""
+        if run._result is not None:
+            # A wrapper called next() in time but awaited what it returned only after the
+            # dispatch stage ended (contract §5.6: never a body after the result).
+            raise RuntimeError(
+                f'tool "{run._name}" (call {run._call_id!r}): an around-dispatch wrapper '
+                "awaited what next() returned after the wrappers returned; the call has "
+                "ended, so the tool body will not run"
+            )
         caller = run._caller_signal
         if caller._aborted:
             return aborted_result(body_invoked=False)
