@@ -1151,6 +1151,47 @@ class TestThreadLimit:
             holder.abort()
         assert started == ["holder"]
 
+    async def test_a_wrappers_abort_stops_a_job_queued_for_a_thread(
+        self, thread_limit: Callable[[int], None]
+    ) -> None:
+        """Whichever signal aborts, a job no thread started is ``ABORTED_BEFORE_DISPATCH``."""
+        thread_limit(1)
+        registry = ToolRegistry()
+        published = Published()
+        registry.on_result(published)
+        started: list[str] = []
+        busy = anyio.Event()
+        own = AbortController()
+        seen: list[ToolResult] = []
+
+        @define_tool(name="s", description="")
+        def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            started.append(exec.call_id)
+            anyio.from_thread.run_sync(busy.set)
+            exec.signal.wait_sync()
+            return "done"
+
+        async def wrapper(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            if exec.call_id == "queued":
+                exec.signal = own.signal
+            seen.append(await next())
+            return seen[-1]
+
+        registry.register(tool)
+        registry.on_execute(wrapper)
+        holder = AbortController()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.execute, make_input("s", call_id="holder", signal=holder.signal))
+            await busy.wait()
+            tg.start_soon(registry.execute, make_input("s", call_id="queued"))
+            await anyio.wait_all_tasks_blocked()
+            own.abort("the wrapper says stop")  # while it waits for the one thread token
+            await anyio.wait_all_tasks_blocked()
+            assert [code_of(r) for r in seen] == [TOOL_ABORTED_BEFORE_DISPATCH]
+            assert [code_of(r) for r in published.results] == [TOOL_ABORTED_BEFORE_DISPATCH]
+            holder.abort()
+        assert started == ["holder"]
+
     async def test_a_thread_failure_just_before_host_cancellation_stays(self) -> None:
         registry = ToolRegistry()
         published = Published()
