@@ -6,6 +6,7 @@ docs/reliability.md lists; every test runs on asyncio and trio unless it says ot
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import threading
 import weakref
@@ -1026,6 +1027,51 @@ class TestNestedSyncToolsNeverDeadlock:
         assert codes == [TOOL_ABORTED] * 3 + [TOOL_ABORTED_BEFORE_DISPATCH] * 2
         assert running == [0, 6]
         assert len(published.results) == 8  # 5 roots and 3 leaves
+
+
+async def test_a_sync_tool_runs_its_sub_calls_as_a_batch_at_the_thread_limit(
+    thread_limit: Callable[[int], None],
+) -> None:
+    """Contract §5, worker threads; §7: ``run_tool_calls(..., parent=exec.token)``.
+
+    With one worker thread per level, a synchronous composite tool holding the only thread
+    of its level runs a batch of synchronous sub-calls: they are its nested calls (their
+    ``parent`` and ``root_call_id``), so they use the next level's threads and complete.
+    """
+    thread_limit(1)
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+    roots: list[str] = []
+
+    @define_tool(name="leaf", description="", is_concurrency_safe=lambda args: True)
+    def leaf(args: TextArgs, exec: ToolRunContext) -> str:
+        roots.append(exec.root_call_id)
+        return args["text"]
+
+    @define_tool(name="composite", description="")
+    def composite(args: TextArgs, exec: ToolRunContext) -> str:
+        calls = [ToolCall(f"sub_{i}", "leaf", {"text": str(i)}) for i in range(3)]
+        outcomes = anyio.from_thread.run(
+            functools.partial(
+                run_tool_calls,
+                registry,
+                calls,
+                signal=exec.signal,
+                parent=exec.token,
+                root_call_id=exec.root_call_id,
+            )
+        )
+        return ",".join(str(o.result.value) for o in outcomes if isinstance(o.result, ToolSuccess))
+
+    registry.register(leaf)
+    registry.register(composite)
+    result = await registry.execute(make_input("composite", call_id="top"))
+    assert isinstance(result, ToolSuccess)
+    assert result.value == "0,1,2"
+    composite_token = published.tokens[-1]
+    assert published.parents == [composite_token] * 3 + [None]
+    assert roots == ["top"] * 3
 
 
 class TestThreadLimit:

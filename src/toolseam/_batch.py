@@ -18,7 +18,7 @@ from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import Run
 from ._signals import AbortController, AbortSignal
-from ._views import ToolExecutionInput
+from ._views import ExecutionToken, ToolExecutionInput
 
 __all__ = ["CallOutcome", "ToolCall", "run_tool_calls"]
 
@@ -56,6 +56,8 @@ async def run_tool_calls(
     signal: AbortSignal,
     max_parallel: int = 10,
     agent: object | None = None,
+    parent: ExecutionToken | None = None,
+    root_call_id: str | None = None,
 ) -> list[CallOutcome]:
     """Run one turn's tool calls and return exactly one outcome per call, in model order.
 
@@ -78,6 +80,12 @@ async def run_tool_calls(
         signal: The caller-owned signal of the whole turn; every call carries it.
         max_parallel: How many parallel calls may be in flight at once (at least 1).
         agent: Opaque value carried to every stage.
+        parent: For a composite tool running its sub-calls as a batch: its own
+            ``exec.token``, so that every call is its nested call (observers rebuild the
+            tree, and a synchronous tool's sub-calls get the worker threads of the next
+            nesting level instead of queueing for the one it holds). ``None`` for a model
+            turn.
+        root_call_id: With ``parent``: the composite call's ``exec.root_call_id``.
 
     Raises:
         ValueError: Two calls share a ``call_id``, or ``max_parallel < 1``.
@@ -110,7 +118,13 @@ async def run_tool_calls(
             seen.add(call_id)
         inputs.append(
             ToolExecutionInput(
-                call_id=raw_id, name=call.name, arguments=call.arguments, signal=signal, agent=agent
+                call_id=raw_id,
+                name=call.name,
+                arguments=call.arguments,
+                signal=signal,
+                root_call_id=root_call_id,
+                parent=parent,
+                agent=agent,
             )
         )
     outcomes: list[CallOutcome | None] = [None] * len(batch)
