@@ -211,3 +211,31 @@ class TestDeadlineThenHostCancellation:
                 scope.cancel()
                 finish.set()
         assert code_of(published.only) == TOOL_TIMEOUT
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+async def test_an_abort_listener_interrupt_at_the_deadline_is_contained(
+    interrupt: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Contract §2, §7: the deadline's abort runs in the loop's timer callback, where an
+    interrupt would crash the loop (trio: ``TrioInternalError``); it is logged instead."""
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+
+    def raising(signal: AbortSignal) -> None:
+        raise interrupt
+
+    @define_tool(name="t", description="", timeout=TIMEOUT)
+    async def body(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.signal.add_listener(raising)
+        await exec.signal.wait()
+        return "after the deadline"
+
+    registry.register(body)
+    result = await registry.execute(make_input("t"))
+    assert code_of(result) == TOOL_TIMEOUT
+    assert published.only is result
+    [record] = [r for r in caplog.records if "when a deadline passed" in r.getMessage()]
+    assert record.exc_info is not None
+    assert record.exc_info[0] is interrupt
