@@ -710,6 +710,52 @@ class TestRobustness:
         with pytest.raises(TypeError, match="capture_content"):
             instrument(ToolRegistry(), capture_content=1)  # type: ignore[arg-type]
 
+    @pytest.mark.parametrize("backend", ["asyncio", "trio"])
+    def test_the_global_provider_set_later_is_used_from_then_on(self, backend: str) -> None:
+        # In a process of its own: the global provider can be set once per process.
+        probe = f"""
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from toolseam import AbortController, ToolExecutionInput, ToolRegistry, ToolRunContext, define_tool
+from toolseam.tracing import instrument
+from typing_extensions import TypedDict
+
+class Args(TypedDict):
+    text: str
+
+@define_tool(name="echo", description="")
+async def echo(args: Args, exec: ToolRunContext) -> str:
+    return args["text"]
+
+async def main() -> None:
+    registry = ToolRegistry()
+    registry.register(echo)
+    instrument(registry)  # the global provider: unset, so far
+    def call(i: int) -> ToolExecutionInput:
+        return ToolExecutionInput(
+            call_id=f"c{{i}}", name="echo", arguments={{"text": "x"}},
+            signal=AbortController().signal,
+        )
+    await registry.execute(call(1))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    await registry.execute(call(2))
+    spans = exporter.get_finished_spans()
+    print([span.attributes["gen_ai.tool.call.id"] for span in spans])
+
+anyio.run(main, backend={backend!r})
+"""
+        completed = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stdout.splitlines() == ["['c2']"]
+
     def test_import_toolseam_never_imports_opentelemetry(self) -> None:
         probe = (
             "import sys, toolseam, toolseam.policies; "

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, cast, final
 from opentelemetry import context, trace
 from opentelemetry.trace import (
     INVALID_SPAN,
+    NoOpTracer,
+    ProxyTracer,
     Span,
     SpanKind,
     Status,
@@ -145,6 +147,13 @@ class _SpanHook:
     def call_started(self, run: Run, /) -> None:
         if self._removed:
             return
+        tracer = self._tracer
+        if type(tracer) is ProxyTracer:
+            # The global provider's tracer once one is set: resolved as ProxyTracer's own
+            # start_span resolves it (a property private to the API).
+            tracer = tracer._tracer  # pyright: ignore[reportPrivateUsage]
+        if type(tracer) is NoOpTracer:
+            return  # its spans record and propagate nothing: no span to keep for the call
         name = run._name
         definition = self._registry._tools.get(name)
         described = self._described.get(name)
@@ -154,7 +163,7 @@ class _SpanHook:
         parent_span = self._open.get(parent) if type(parent) is ExecutionToken else None
         # What every call of the tool shares goes in at creation, for samplers (the
         # conventions ask for gen_ai.operation.name then): a shared, read-only mapping.
-        span = self._tracer.start_span(
+        span = tracer.start_span(
             described[1],
             None if parent_span is None else trace.set_span_in_context(parent_span),
             SpanKind.INTERNAL,
