@@ -187,3 +187,69 @@ class TestWaitIdle:
             gates["later"].set()
         await registry.wait_idle()
         assert registry._in_flight == {registry._epoch: 0}
+
+    async def test_waits_for_a_call_running_on_another_threads_event_loop(self) -> None:
+        """A registry may serve several loops (a LangChain tool's sync ``invoke`` runs one).
+
+        The call publishing on another thread wakes this loop's ``wait_idle()``.
+        """
+        registry = ToolRegistry()
+        entered = threading.Event()
+        release = threading.Event()
+
+        @define_tool(name="t", description="")
+        async def slow(args: TextArgs, exec: ToolRunContext) -> str:
+            entered.set()
+            await anyio.to_thread.run_sync(release.wait)
+            return "done"
+
+        registry.register(slow)
+        published = Published()
+        registry.on_result(published)
+
+        def other_loop() -> None:
+            anyio.run(registry.execute, make_input("t"))
+
+        thread = threading.Thread(target=other_loop)
+        thread.start()
+        try:
+            await anyio.to_thread.run_sync(entered.wait)
+            idle = anyio.Event()
+
+            async def wait_idle() -> None:
+                await registry.wait_idle()
+                idle.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_idle)
+                await anyio.wait_all_tasks_blocked()
+                assert not idle.is_set()
+                release.set()
+            assert idle.is_set()
+            assert published.only  # published before wait_idle() returned
+        finally:
+            release.set()
+            await anyio.to_thread.run_sync(thread.join)
+
+    async def test_a_cancelled_wait_idle_leaves_nothing_behind(self) -> None:
+        registry = ToolRegistry()
+        gate = anyio.Event()
+
+        @define_tool(name="t", description="")
+        async def held(args: TextArgs, exec: ToolRunContext) -> str:
+            await gate.wait()
+            return "done"
+
+        registry.register(held)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.execute, make_input("t"))
+            await anyio.wait_all_tasks_blocked()
+            for _ in range(100):
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    await registry.wait_idle()
+            assert registry._idle_waiters == []  # a host polling with a timeout leaks nothing
+            assert len(registry._in_flight) == 2  # the running call's generation, and now
+            gate.set()
+        await registry.wait_idle()
+        assert registry._in_flight == {registry._epoch: 0}

@@ -6,10 +6,11 @@ docs/reliability.md lists; every test runs on asyncio and trio unless it says ot
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -578,6 +579,35 @@ class TestLateNext:
         assert trace == []
         assert published.only is result
 
+    @pytest.mark.parametrize("wrappers", [1, 2])
+    async def test_next_called_in_time_but_awaited_late_never_runs_the_body(
+        self, wrappers: int
+    ) -> None:
+        registry, published, trace = registry_with_echo()
+        kept: list[Awaitable[ToolResult]] = []
+
+        async def keeper(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            kept.append(next())  # called while the wrapper runs, not awaited
+            return ToolSuccess(value="short-circuit")
+
+        async def passing(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            return await next()
+
+        for wrapper in [passing] * (wrappers - 1) + [keeper]:
+            registry.on_execute(wrapper)
+        result = await registry.execute(make_input())
+        assert isinstance(result, ToolSuccess)
+        [late] = kept
+        with pytest.raises(
+            RuntimeError,
+            match=r"^tool \"echo\" \(call 'call_1'\): an around-dispatch wrapper awaited what "
+            r"next\(\) returned after the wrappers returned; the call has ended, so the tool "
+            r"body will not run$",
+        ):
+            await late
+        assert trace == []
+        assert published.only is result
+
     async def test_a_kept_pre_execute_next_raises_too(self) -> None:
         registry, _, trace = registry_with_echo()
         kept: list[Next[PreDecision]] = []
@@ -999,6 +1029,51 @@ class TestNestedSyncToolsNeverDeadlock:
         assert len(published.results) == 8  # 5 roots and 3 leaves
 
 
+async def test_a_sync_tool_runs_its_sub_calls_as_a_batch_at_the_thread_limit(
+    thread_limit: Callable[[int], None],
+) -> None:
+    """Contract §5, worker threads; §7: ``run_tool_calls(..., parent=exec.token)``.
+
+    With one worker thread per level, a synchronous composite tool holding the only thread
+    of its level runs a batch of synchronous sub-calls: they are its nested calls (their
+    ``parent`` and ``root_call_id``), so they use the next level's threads and complete.
+    """
+    thread_limit(1)
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+    roots: list[str] = []
+
+    @define_tool(name="leaf", description="", is_concurrency_safe=lambda args: True)
+    def leaf(args: TextArgs, exec: ToolRunContext) -> str:
+        roots.append(exec.root_call_id)
+        return args["text"]
+
+    @define_tool(name="composite", description="")
+    def composite(args: TextArgs, exec: ToolRunContext) -> str:
+        calls = [ToolCall(f"sub_{i}", "leaf", {"text": str(i)}) for i in range(3)]
+        outcomes = anyio.from_thread.run(
+            functools.partial(
+                run_tool_calls,
+                registry,
+                calls,
+                signal=exec.signal,
+                parent=exec.token,
+                root_call_id=exec.root_call_id,
+            )
+        )
+        return ",".join(str(o.result.value) for o in outcomes if isinstance(o.result, ToolSuccess))
+
+    registry.register(leaf)
+    registry.register(composite)
+    result = await registry.execute(make_input("composite", call_id="top"))
+    assert isinstance(result, ToolSuccess)
+    assert result.value == "0,1,2"
+    composite_token = published.tokens[-1]
+    assert published.parents == [composite_token] * 3 + [None]
+    assert roots == ["top"] * 3
+
+
 class TestThreadLimit:
     """Contract §5, worker threads: the limit holds, and a withdrawn job never ran."""
 
@@ -1118,6 +1193,47 @@ class TestThreadLimit:
             await anyio.wait_all_tasks_blocked()
             queued.abort()  # while it waits for the one thread token
             await anyio.wait_all_tasks_blocked()
+            assert [code_of(r) for r in published.results] == [TOOL_ABORTED_BEFORE_DISPATCH]
+            holder.abort()
+        assert started == ["holder"]
+
+    async def test_a_wrappers_abort_stops_a_job_queued_for_a_thread(
+        self, thread_limit: Callable[[int], None]
+    ) -> None:
+        """Whichever signal aborts, a job no thread started is ``ABORTED_BEFORE_DISPATCH``."""
+        thread_limit(1)
+        registry = ToolRegistry()
+        published = Published()
+        registry.on_result(published)
+        started: list[str] = []
+        busy = anyio.Event()
+        own = AbortController()
+        seen: list[ToolResult] = []
+
+        @define_tool(name="s", description="")
+        def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            started.append(exec.call_id)
+            anyio.from_thread.run_sync(busy.set)
+            exec.signal.wait_sync()
+            return "done"
+
+        async def wrapper(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            if exec.call_id == "queued":
+                exec.signal = own.signal
+            seen.append(await next())
+            return seen[-1]
+
+        registry.register(tool)
+        registry.on_execute(wrapper)
+        holder = AbortController()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.execute, make_input("s", call_id="holder", signal=holder.signal))
+            await busy.wait()
+            tg.start_soon(registry.execute, make_input("s", call_id="queued"))
+            await anyio.wait_all_tasks_blocked()
+            own.abort("the wrapper says stop")  # while it waits for the one thread token
+            await anyio.wait_all_tasks_blocked()
+            assert [code_of(r) for r in seen] == [TOOL_ABORTED_BEFORE_DISPATCH]
             assert [code_of(r) for r in published.results] == [TOOL_ABORTED_BEFORE_DISPATCH]
             holder.abort()
         assert started == ["holder"]

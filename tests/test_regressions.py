@@ -15,7 +15,9 @@ import pytest
 from support import Published, TextArgs, code_of, make_input, registry_with_echo
 from toolseam import (
     TOOL_ABORTED,
+    TOOL_ABORTED_BEFORE_DISPATCH,
     AbortController,
+    AbortError,
     AbortSignal,
     ApprovalRequest,
     Ask,
@@ -30,6 +32,7 @@ from toolseam import (
     ToolResult,
     ToolRunContext,
     define_tool,
+    nested_input,
     run_tool_calls,
 )
 from toolseam.policies import timeout_policy
@@ -306,3 +309,141 @@ async def test_warm_execute_imports_nothing(monkeypatch: pytest.MonkeyPatch) -> 
     await registry.execute(make_input())
     monkeypatch.undo()
     assert [name for name in seen if name.startswith("pydantic")] == []
+
+
+@pytest.mark.parametrize("stop", ["reason", "own"])
+async def test_host_cancel_of_a_sync_body_that_raises_its_reason_is_aborted(stop: str) -> None:
+    """Contract §5, host cancellation: a thread body stopping the idiomatic way is not failing.
+
+    ``exec.signal.raise_if_aborted()`` in the thread raises the host's reason (and a body
+    may raise a fresh ``AbortError``); that is the body doing what it was told, so the one
+    result is ``ABORTED`` (body invoked), as for an async body, not an uncoded failure.
+    """
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+    entered = threading.Event()
+
+    @define_tool(name="t", description="")
+    def cooperative(args: TextArgs, exec: ToolRunContext) -> str:
+        entered.set()
+        exec.signal.wait_sync()
+        if args["text"] == "own":
+            raise AbortError()
+        exec.signal.raise_if_aborted()
+        return "unreachable"
+
+    registry.register(cooperative)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.execute, make_input("t", {"text": stop}))
+            await anyio.to_thread.run_sync(entered.wait)
+            scope.cancel()
+    assert code_of(published.only) == TOOL_ABORTED  # not ABORTED_BEFORE_DISPATCH
+
+
+async def test_host_cancel_reaching_a_nested_call_through_from_thread_is_aborted() -> None:
+    """Contract §5, host cancellation: a nested call's cancellation raised in the thread.
+
+    The outer sync body awaits a nested call with ``anyio.from_thread.run``; host
+    cancellation aborts the outer body's signal, and so the nested call's; on asyncio it also
+    cancels the nested call's task, and ``from_thread.run`` raises that cancellation into the
+    thread. Both calls end ``ABORTED``, neither in a failure.
+    """
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+    inner_started = anyio.Event()
+
+    @define_tool(name="inner", description="")
+    async def inner(args: TextArgs, exec: ToolRunContext) -> str:
+        inner_started.set()
+        await exec.signal.wait()  # aborted with the outer body's signal (trio) or cancelled
+        exec.signal.raise_if_aborted()
+        return ""
+
+    @define_tool(name="outer", description="")
+    def outer(args: TextArgs, exec: ToolRunContext) -> str:
+        nested = nested_input(exec, call_id="inner_1", name="inner", arguments={"text": "x"})
+        result = anyio.from_thread.run(registry.execute, nested)
+        return "nested: " + str(result.code)
+
+    registry.register(inner)
+    registry.register(outer)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.execute, make_input("outer"))
+            await inner_started.wait()
+            scope.cancel()
+    assert [code_of(r) for r in published.results] == [TOOL_ABORTED, TOOL_ABORTED]
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+async def test_an_observer_interrupt_in_a_batch_costs_no_sibling_its_result(
+    interrupt: type[BaseException],
+) -> None:
+    """Contract §7, batch executor: an interrupt from publishing one call waits for the batch.
+
+    The observer of call ``a`` raises while ``b`` (parallel) is still in its body: ``b``
+    finishes its work and publishes its own result, ``c`` (not started yet) is not started
+    and ends ``ABORTED_BEFORE_DISPATCH``, then the interrupt propagates bare.
+    """
+    registry = ToolRegistry()
+    gate = anyio.Event()
+    finished: list[str] = []
+    published: list[tuple[str, str | None]] = []
+
+    @define_tool(name="par", description="", is_concurrency_safe=lambda args: True)
+    async def par(args: TextArgs, exec: ToolRunContext) -> str:
+        if args["text"] == "b":
+            await gate.wait()
+            await anyio.lowlevel.checkpoint()
+        finished.append(args["text"])
+        return args["text"]
+
+    def observer(exec: ToolExecution, result: ToolResult) -> None:
+        published.append((exec.call_id, result.code if isinstance(result, ToolFailure) else None))
+        if exec.call_id == "a":
+            gate.set()
+            raise interrupt
+
+    registry.register(par)
+    registry.on_result(observer)
+    calls = [
+        ToolCall("a", "par", {"text": "a"}),
+        ToolCall("b", "par", {"text": "b"}),
+        ToolCall("x", "exclusive_missing", {}),  # ends the parallel group
+        ToolCall("c", "par", {"text": "c"}),
+    ]
+    with pytest.raises(interrupt):
+        await run_tool_calls(registry, calls, signal=AbortController().signal)
+    assert finished == ["a", "b"]
+    assert published == [
+        ("a", None),
+        ("b", None),
+        ("x", TOOL_ABORTED_BEFORE_DISPATCH),
+        ("c", TOOL_ABORTED_BEFORE_DISPATCH),
+    ]
+    await registry.wait_idle()  # nothing left in flight
+
+
+async def test_an_observer_interrupt_after_an_exclusive_call_skips_the_rest() -> None:
+    """Contract §7: an exclusive call's interrupt, too, propagates once every call has one."""
+    registry, _, _ = registry_with_echo()
+    published: list[tuple[str, str | None]] = []
+
+    def observer(exec: ToolExecution, result: ToolResult) -> None:
+        published.append((exec.call_id, result.code if isinstance(result, ToolFailure) else None))
+        if exec.call_id == "a":
+            raise SystemExit(3)
+
+    registry.on_result(observer)
+    calls = [ToolCall(i, "echo", {"text": i}) for i in ("a", "b", "c")]  # echo is exclusive
+    with pytest.raises(SystemExit) as raised:
+        await run_tool_calls(registry, calls, signal=AbortController().signal)
+    assert raised.value.code == 3
+    assert published == [
+        ("a", None),
+        ("b", TOOL_ABORTED_BEFORE_DISPATCH),
+        ("c", TOOL_ABORTED_BEFORE_DISPATCH),
+    ]

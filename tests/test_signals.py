@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 import tracemalloc
+from collections.abc import Callable
+from types import FrameType
 
 import anyio
 import pytest
@@ -414,3 +417,92 @@ class TestNoLeaks:
         assert long_lived._listener_count() == 0
         assert other._listener_count() == 0
         assert after - before < 64 * 1024
+
+
+def _lines_of(function: object) -> list[int]:
+    code = function.__code__  # type: ignore[attr-defined]
+    return sorted({line for _, _, line in code.co_lines() if line is not None})
+
+
+def _abort_at(code_name: str, line: int, abort: Callable[[], None]) -> Callable[[], bool]:
+    """Run ``abort`` as a real signal handler would: at ``line`` of ``code_name``.
+
+    A Python signal handler runs on the main thread at the interpreter's next check, in
+    the middle of whatever that thread was doing, locks held (they are re-entrant). A trace
+    function raises the signal when the line is reached, so the handler lands there.
+    Returns a function that stops tracing and tells whether the handler ran.
+    """
+    import signal as os_signal
+
+    from toolseam import _signals
+
+    ran: list[bool] = []
+    os_signal.signal(os_signal.SIGUSR1, lambda *_: (ran.append(True), abort()))
+
+    def tracer(frame: FrameType, event: str, arg: object) -> object:
+        if frame.f_code.co_filename != _signals.__file__:
+            return None
+        here = frame.f_code.co_name == code_name and frame.f_lineno == line
+        if here and event == "line" and not ran:
+            os_signal.raise_signal(os_signal.SIGUSR1)
+        return tracer
+
+    sys.settrace(tracer)
+
+    def stop() -> bool:
+        sys.settrace(None)
+        os_signal.signal(os_signal.SIGUSR1, os_signal.SIG_DFL)
+        return bool(ran)
+
+    return stop
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGUSR1 is POSIX")
+class TestSignalHandlerReentry:
+    """Contract §2: abort() from a signal handler that interrupts this very thread.
+
+    Whichever line of add_listener() or fuse() the handler lands on, the listener is called
+    exactly once and the fusion aborts with its source.
+    """
+
+    def test_add_listener(self) -> None:
+        from toolseam._signals import AbortSignal as Signal
+
+        landed = 0
+        for code_name, function in (
+            ("add_listener", Signal.add_listener),
+            ("_attach", Signal._attach),  # pyright: ignore[reportPrivateUsage]
+        ):
+            for line in _lines_of(function):
+                controller = AbortController()
+                calls: list[AbortSignal] = []
+                stop = _abort_at(code_name, line, lambda c=controller: c.abort("stop pressed"))
+                try:
+                    registration = controller.signal.add_listener(calls.append)
+                finally:
+                    ran = stop()
+                landed += ran
+                if ran:
+                    assert calls == [controller.signal], (code_name, line)
+                registration.remove()
+                assert controller.signal._listener_count() == 0, (code_name, line)
+        assert landed > 5  # the handler really did land inside, line after line
+
+    def test_fuse(self) -> None:
+        from toolseam import _signals
+
+        landed = 0
+        for code_name, function in (("fuse", _signals.fuse), ("_attach", _signals._attach)):
+            for line in _lines_of(function):
+                a, b = AbortController(), AbortController()
+                stop = _abort_at(code_name, line, lambda b=b: b.abort("stop pressed"))
+                try:
+                    fused = fuse(a.signal, b.signal)
+                finally:
+                    ran = stop()
+                landed += ran
+                if ran:
+                    assert fused.signal.aborted, (code_name, line)
+                    assert fused.signal.reason == "stop pressed"
+                fused.close()
+        assert landed > 5

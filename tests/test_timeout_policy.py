@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import anyio
+import anyio.from_thread
+import pytest
 
 from support import Published, TextArgs, code_of, make_input
 from toolseam import (
@@ -167,3 +171,71 @@ def _armed_timers() -> int:
     from toolseam._timers import live_timers
 
     return live_timers()
+
+
+class TestDeadlineThenHostCancellation:
+    """Contract §5, §7: the deadline came first, then the host cancelled; same answer whether
+    the registry's built-in timeout or a registered ``timeout_policy`` enforced it."""
+
+    @pytest.mark.parametrize("explicit", [False, True], ids=["built-in", "timeout_policy"])
+    @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+    async def test_stays_tool_timeout(self, explicit: bool, sync: bool) -> None:
+        registry = ToolRegistry(timeouts=not explicit)
+        if explicit:
+            registry.on_execute(timeout_policy(registry))
+        published = Published()
+        registry.on_result(published)
+        timed_out = anyio.Event()
+        finish = threading.Event()
+
+        if sync:
+
+            def body(args: TextArgs, exec: ToolRunContext) -> str:
+                exec.signal.wait_sync()  # the deadline
+                anyio.from_thread.run_sync(timed_out.set)
+                finish.wait()  # still cleaning up when the host cancels
+                return "late"
+        else:
+
+            async def body(args: TextArgs, exec: ToolRunContext) -> str:  # type: ignore[misc]
+                await exec.signal.wait()  # the deadline
+                timed_out.set()
+                await anyio.sleep_forever()  # torn down by the host's cancellation
+                return "late"
+
+        registry.register(define_tool(name="t", description="", timeout=TIMEOUT)(body))
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(registry.execute, make_input("t"))
+                await timed_out.wait()
+                scope.cancel()
+                finish.set()
+        assert code_of(published.only) == TOOL_TIMEOUT
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+async def test_an_abort_listener_interrupt_at_the_deadline_is_contained(
+    interrupt: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Contract §2, §7: the deadline's abort runs in the loop's timer callback, where an
+    interrupt would crash the loop (trio: ``TrioInternalError``); it is logged instead."""
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+
+    def raising(signal: AbortSignal) -> None:
+        raise interrupt
+
+    @define_tool(name="t", description="", timeout=TIMEOUT)
+    async def body(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.signal.add_listener(raising)
+        await exec.signal.wait()
+        return "after the deadline"
+
+    registry.register(body)
+    result = await registry.execute(make_input("t"))
+    assert code_of(result) == TOOL_TIMEOUT
+    assert published.only is result
+    [record] = [r for r in caplog.records if "when a deadline passed" in r.getMessage()]
+    assert record.exc_info is not None
+    assert record.exc_info[0] is interrupt

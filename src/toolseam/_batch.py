@@ -20,7 +20,7 @@ from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import Run
 from ._signals import AbortController, AbortSignal
-from ._views import ToolExecutionInput
+from ._views import ExecutionToken, ToolExecutionInput
 
 __all__ = ["CallOutcome", "ToolCall", "run_tool_calls"]
 
@@ -58,6 +58,8 @@ async def run_tool_calls(
     signal: AbortSignal,
     max_parallel: int = 10,
     agent: object | None = None,
+    parent: ExecutionToken | None = None,
+    root_call_id: str | None = None,
 ) -> list[CallOutcome]:
     """Run one turn's tool calls and return exactly one outcome per call, in model order.
 
@@ -70,7 +72,9 @@ async def run_tool_calls(
     until they settle), and every call that never started gets an `ABORTED_BEFORE_DISPATCH`
     result with ``dispatched=False`` (also published to the registry's observers). If the
     awaiting task is cancelled by its host, the started calls publish their results and the
-    cancellation is re-raised.
+    cancellation is re-raised. A ``KeyboardInterrupt`` or ``SystemExit`` that a result
+    observer or ``finalize_content`` raises for one call stops further calls from starting
+    as an abort does, and propagates once every call has its one result.
 
     Args:
         registry: The registry to run the calls through.
@@ -78,6 +82,12 @@ async def run_tool_calls(
         signal: The caller-owned signal of the whole turn; every call carries it.
         max_parallel: How many parallel calls may be in flight at once (at least 1).
         agent: Opaque value carried to every stage.
+        parent: For a composite tool running its sub-calls as a batch: its own
+            ``exec.token``, so that every call is its nested call (observers rebuild the
+            tree, and a synchronous tool's sub-calls get the worker threads of the next
+            nesting level instead of queueing for the one it holds). ``None`` for a model
+            turn.
+        root_call_id: With ``parent``: the composite call's ``exec.root_call_id``.
 
     Raises:
         ValueError: Two calls share a ``call_id``, or ``max_parallel < 1``.
@@ -110,30 +120,68 @@ async def run_tool_calls(
             seen.add(call_id)
         inputs.append(
             ToolExecutionInput(
-                call_id=raw_id, name=call.name, arguments=call.arguments, signal=signal, agent=agent
+                call_id=raw_id,
+                name=call.name,
+                arguments=call.arguments,
+                signal=signal,
+                root_call_id=root_call_id,
+                parent=parent,
+                agent=agent,
             )
         )
     outcomes: list[CallOutcome | None] = [None] * len(batch)
-    index = 0
-    mode: tuple[str, Any] | None = None  # the mode already read for batch[index], if any
-    while index < len(batch) and not signal.aborted:
-        if mode is None:
-            mode = registry._mode(inputs[index])
-        if mode[0] == "exclusive":
-            result = await registry.execute(inputs[index])
-            outcomes[index] = _outcome(batch[index], result, True)
-            index += 1
-            mode = None
-        else:
-            index, mode = await _run_parallel_group(
-                registry, batch, inputs, outcomes, index, mode, signal, max_parallel
-            )
-    if index == len(batch):
-        return cast("list[CallOutcome]", outcomes)  # every call was started
-    return [
-        outcome if outcome is not None else _outcome(call, registry._skip(call_input), False)
-        for call, call_input, outcome in zip(batch, inputs, outcomes, strict=True)
-    ]
+    held: list[BaseException] = []  # what publishing a call raised (see _publish)
+    try:
+        index = 0
+        mode: tuple[str, Any] | None = None  # the mode already read for batch[index], if any
+        while index < len(batch) and not signal.aborted and not held:
+            if mode is None:
+                mode = registry._mode(inputs[index])
+            if mode[0] == "exclusive":
+                run = registry._start(inputs[index], mode[1])
+                # The stages of `execute`, in its order, with the snapshot already taken.
+                for stage in (
+                    registry._stage_before,
+                    registry._stage_dispatch,
+                    registry._stage_after,
+                ):
+                    step = stage(run)
+                    if step is not None:
+                        await step
+                outcomes[index] = _outcome(batch[index], _publish(registry, run, held), True)
+                index += 1
+                mode = None
+            else:
+                index, mode = await _run_parallel_group(
+                    registry, batch, inputs, outcomes, index, mode, signal, max_parallel, held
+                )
+        if index == len(batch):
+            return cast("list[CallOutcome]", outcomes)  # every call was started
+        return [
+            outcome
+            if outcome is not None
+            else _outcome(call, _publish(registry, registry._skip_run(call_input), held), False)
+            for call, call_input, outcome in zip(batch, inputs, outcomes, strict=True)
+        ]
+    finally:
+        if held:
+            # Every call has its one result now; the interrupt goes on, bare (a host
+            # cancellation under way is its __context__).
+            raise held[0]
+
+
+def _publish(registry: ToolRegistry, run: Run, held: list[BaseException]) -> ToolResult:
+    """Publish ``run``'s result; hold an interrupt an observer raised, not the batch.
+
+    `ToolRegistry._publish` raises a ``KeyboardInterrupt`` or ``SystemExit`` only after
+    every observer has seen the result, which is then the run's; raising it here would tear
+    down the calls still running in the batch and lose their results.
+    """
+    try:
+        return registry._publish(run)
+    except BaseException as error:
+        held.append(error)
+        return cast("ToolResult", run._result)
 
 
 _set_call = cast("Any", CallOutcome).call.__set__
@@ -247,6 +295,7 @@ class _Sequencer:
         "batch",
         "dead",
         "group",
+        "held",
         "in_dispatch",
         "index",
         "inputs",
@@ -271,6 +320,7 @@ class _Sequencer:
         signal: AbortSignal,
         max_parallel: int,
         group: _Group,
+        held: list[BaseException],
     ) -> None:
         self.registry = registry
         self.batch = batch
@@ -279,6 +329,7 @@ class _Sequencer:
         self.signal = signal
         self.max_parallel = max_parallel
         self.group = group
+        self.held = held  # what publishing a call raised (see _publish)
         self.order: deque[_Started] = deque()  # started, not yet published, in model order
         self.index = start  # the next call to start
         self.pending: tuple[str, Any] | None = mode  # the mode already read for it, if any
@@ -305,7 +356,7 @@ class _Sequencer:
                     if step is not None:
                         await step
                     order.popleft()
-                    result = registry._publish(started.run)
+                    result = _publish(registry, started.run, self.held)
                     outcomes[started.index] = _outcome(batch[started.index], result, True)
                 # Start calls while a dispatch slot is free.
                 while (
@@ -313,6 +364,7 @@ class _Sequencer:
                     and self.index < len(batch)
                     and self.in_dispatch < self.max_parallel
                     and not self.signal.aborted
+                    and not self.held
                 ):
                     index = self.index
                     pending = self.pending
@@ -399,6 +451,7 @@ async def _run_parallel_group(
     mode: tuple[str, Any],
     signal: AbortSignal,
     max_parallel: int,
+    held: list[BaseException],
 ) -> tuple[int, tuple[str, Any] | None]:
     """Run consecutive parallel calls from ``start`` (whose mode is ``mode``).
 
@@ -408,7 +461,7 @@ async def _run_parallel_group(
     """
     async with _Group() as group:
         sequencer = _Sequencer(
-            registry, batch, inputs, outcomes, start, mode, signal, max_parallel, group
+            registry, batch, inputs, outcomes, start, mode, signal, max_parallel, group, held
         )
         await sequencer.run()
     return sequencer.index, sequencer.next_mode

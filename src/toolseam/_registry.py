@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import operator
+import threading
 import types
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
@@ -50,7 +51,7 @@ from ._results import (
     rendered_success,
 )
 from ._run import DispatchView, Run, _body_failure, _is_abort_reason
-from ._signals import AbortSignal
+from ._signals import AbortController, AbortSignal
 from ._stages import (
     AroundDispatch,
     Guard,
@@ -126,6 +127,7 @@ class ToolRegistry:
         "_epoch",
         "_guards",
         "_hooks",  # tracing hook
+        "_idle_lock",
         "_idle_waiters",
         "_in_flight",
         "_observers",
@@ -146,7 +148,8 @@ class ToolRegistry:
         # and waits for every older generation to drain.
         self._epoch = 0
         self._in_flight: dict[int, int] = {0: 0}
-        self._idle_waiters: list[tuple[int, anyio.Event]] = []
+        self._idle_waiters: list[tuple[int, AbortController]] = []
+        self._idle_lock = threading.Lock()  # see _left
         self._tools: dict[str, ToolDefinition[Any, Any]] = {}
         self._pre: Listeners[PreExecuteListener] = Listeners("pre-execute listener")
         self._wrappers: Listeners[AroundDispatch] = Listeners("around-dispatch wrapper")
@@ -276,37 +279,53 @@ class ToolRegistry:
         For hosts that cancel a task running `execute` and do not wait for it (the call
         still finishes: its body is aborted and awaited, a thread body included, before
         the result is published), and for shutdown. Calls started after this method was
-        called are not waited for. Always reaches a checkpoint.
+        called are not waited for, nor are calls on other threads' event loops started
+        after it (a registry may serve several loops). Always reaches a checkpoint.
         """
-        target = self._epoch
-        self._epoch = target + 1
-        in_flight = self._in_flight
-        in_flight[target + 1] = 0
-        for epoch in [epoch for epoch, count in in_flight.items() if not count]:
-            if epoch <= target:
-                del in_flight[epoch]  # an older generation with nothing in flight
-        if self._drained(target):
+        waiter = AbortController()  # aborted, from whichever thread, once drained
+        with self._idle_lock:
+            target = self._epoch
+            self._epoch = target + 1
+            in_flight = self._in_flight
+            in_flight[target + 1] = 0
+            for epoch, count in list(in_flight.items()):
+                if not count and epoch <= target:
+                    del in_flight[epoch]  # an older generation with nothing in flight
+            drained = self._drained(target)
+            if not drained:
+                self._idle_waiters.append((target, waiter))
+        if drained:
             await anyio.lowlevel.checkpoint()
             return
-        event = anyio.Event()
-        self._idle_waiters.append((target, event))
-        await event.wait()
+        try:
+            await waiter.signal.wait()
+        finally:
+            if not waiter.signal.aborted:  # cancelled: nobody is to wake it now
+                with self._idle_lock:
+                    self._idle_waiters.remove((target, waiter))
 
     def _drained(self, target: int) -> bool:
-        return not any(count for epoch, count in self._in_flight.items() if epoch <= target)
+        return not any(count for epoch, count in list(self._in_flight.items()) if epoch <= target)
 
     def _left(self, epoch: int) -> None:
         """The last call of an older generation has published: wake whom it was holding.
 
-        `_publish` counts every other call out itself (the common case, kept inline).
+        `_publish` counts every other call out itself (the common case, kept inline). A
+        registry may serve several event loops in several threads (a LangChain tool's
+        synchronous ``invoke`` runs its own): the generations and the waiters change under
+        ``_idle_lock``, and a waiter is an abort signal, which wakes its own loop from any
+        thread. The hot paths' read-and-update of a count (`_new_run`, `_publish`) has no
+        call in it, so with the GIL no other thread runs in between.
         """
-        in_flight = self._in_flight
-        del in_flight[epoch]
-        waiters = self._idle_waiters
-        for waiter in list(waiters):
-            if self._drained(waiter[0]):
+        with self._idle_lock:
+            in_flight = self._in_flight
+            in_flight.pop(epoch, None)
+            waiters = self._idle_waiters
+            woken = [waiter for waiter in waiters if self._drained(waiter[0])]
+            for waiter in woken:
                 waiters.remove(waiter)
-                waiter[1].set()
+        for _target, controller in woken:
+            controller.abort()
 
     async def execute(self, input: ToolExecutionInput) -> ToolResult:
         """Run one call through the pipeline and return its one published result.
@@ -403,8 +422,11 @@ class ToolRegistry:
         run._signal = run._caller_signal
         self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
 
-    def _skip(self, input: ToolExecutionInput) -> ToolResult:
-        """Publish `ABORTED_BEFORE_DISPATCH` for a call a batch never started."""
+    def _skip_run(self, input: ToolExecutionInput) -> Run:
+        """The run of a call a batch never started, settled `ABORTED_BEFORE_DISPATCH`.
+
+        Its one result is still to be published (`_publish`).
+        """
         call_id, name, root_call_id, _problem = _text_fields(
             input.call_id, input.name, input.root_call_id
         )
@@ -412,8 +434,7 @@ class ToolRegistry:
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
-        self._finish(run, aborted_result(body_invoked=False))
-        return self._publish(run)
+        return self._finish(run, aborted_result(body_invoked=False))
 
     def _new_run(
         self,
@@ -431,8 +452,11 @@ class ToolRegistry:
             finalizer = definition._finalize  # None without the option: nothing to call
         else:
             finalizer = definition.finalize_content
-        epoch = self._epoch
         parent = input.parent
+        # wait_idle(): counted into the current generation. Read and increment with nothing
+        # between that could let another thread's wait_idle() run (no call: see _left).
+        epoch = self._epoch
+        self._in_flight[epoch] += 1
         run = Run(
             # A nested call inherits its parent's thread level (see _threads).
             parent._thread_level if type(parent) is ExecutionToken else 0,
@@ -445,7 +469,6 @@ class ToolRegistry:
             finalizer,
             epoch,
         )
-        self._in_flight[epoch] += 1
         if self._hooks:  # tracing hook: the call's span opens at entry (contract §12)
             _hooks.started(self._hooks, run)
         return run
@@ -693,6 +716,14 @@ class ToolRegistry:
 
     def _enter_body(self, run: Run, handed: object) -> ToolDefinition[Any, Any] | ToolFailure:
         """Whether the body may be invoked: its definition, set up to run, or why not."""
+        if run._result is not None:
+            # A wrapper called next() in time but awaited what it returned only after the
+            # dispatch stage ended (contract §5.6: never a body after the result).
+            raise RuntimeError(
+                f'tool "{run._name}" (call {run._call_id!r}): an around-dispatch wrapper '
+                "awaited what next() returned after the wrappers returned; the call has "
+                "ended, so the tool body will not run"
+            )
         caller = run._caller_signal
         if caller._aborted:
             return aborted_result(body_invoked=False)

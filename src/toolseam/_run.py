@@ -305,6 +305,10 @@ def _is_abort_reason(run: Run, error: BaseException) -> bool:
 
 def _body_failure(run: Run, error: BaseException) -> ToolFailure:
     """The body's exception as its outcome: cancellation when it was told to stop."""
+    if not run._body_invoked and issubclass(type(error), AbortError):
+        # A sync body's job withdrawn before a thread started it, whichever signal aborted
+        # (the caller's, a wrapper's): the function never ran (contract §5.6).
+        return aborted_result(body_invoked=False)
     if _is_abort_reason(run, error):
         host = run._host
         if error is run._caller_signal._reason or (host is not None and error is host._reason):

@@ -160,13 +160,9 @@ class AbortSignal:
         """
         if not callable(callback):
             raise TypeError(f"add_listener() expects a callable, got {type(callback).__name__}")
-        with _lock:
-            if not self._aborted:
-                key = next(_keys)
-                if self._listeners is None:
-                    self._listeners = {}
-                self._listeners[key] = callback
-                return Registration(lambda: self._remove_listener(key))
+        key = self._attach(callback)
+        if key is not None:
+            return Registration(lambda: self._remove_listener(key))
         interrupt = _run_listener(callback, self)
         if interrupt is not None:
             raise interrupt
@@ -249,14 +245,24 @@ class AbortSignal:
                 self._remove_listener(key)
 
     def _attach(self, callback: Listener) -> int | None:
-        """Add a listener under its key; ``None`` (and nothing added) once aborted."""
+        """Add a listener under its key; ``None`` (nothing added, nothing called) once aborted.
+
+        Stored first, then checked: the lock is re-entrant, so a Python signal handler (a
+        CLI's Ctrl-C wired to ``abort()``) can abort this very signal in the middle of this
+        section, on this thread. `_trigger` empties the listener dict it takes, so a key
+        still in it was stored too late to be called.
+        """
         with _lock:
             if self._aborted:
                 return None
             key = next(_keys)
-            if self._listeners is None:
-                self._listeners = {}
-            self._listeners[key] = callback
+            listeners = self._listeners
+            if listeners is None:
+                listeners = self._listeners = {}
+            listeners[key] = callback
+            # mypy keeps the narrowing from the check above: it cannot know of re-entry.
+            if self._aborted and listeners.pop(key, None) is not None:  # type: ignore[unreachable]
+                return None  # type: ignore[unreachable]  # aborted meanwhile, without it
             return key
 
     def wait_sync(self, timeout: float | None = None) -> bool:
@@ -399,7 +405,7 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
         dependents = root._dependents
         if dependents is None:
             # Nothing fused from it, the common case: no walk, no lists. The listeners are
-            # detached under the lock, so nobody else touches the dict once it is released.
+            # detached under the lock, and emptied once taken (see AbortSignal._attach).
             root._aborted = True
             root._reason = reason
             listeners = root._listeners
@@ -430,9 +436,11 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
         _release()
     if listeners is not None:
         if len(listeners) == 1:
-            for callback in listeners.values():
-                return _run_listener(callback, root)
+            [callback] = listeners.values()
+            listeners.clear()  # taken (see AbortSignal._attach)
+            return _run_listener(callback, root)
         calls = [(callback, root) for callback in listeners.values()]
+        listeners.clear()  # taken (see AbortSignal._attach)
     elif len(calls) == 1:
         return _run_listener(*calls[0])
     interrupt = None
@@ -467,6 +475,7 @@ def _abort_fused(root: AbortSignal, reason: object) -> list[tuple[Listener, Abor
             signal._listeners = None
             for callback in listeners.values():
                 calls.append((callback, signal))  # noqa: PERF401 - no generator frame
+            listeners.clear()  # taken (see AbortSignal._attach)
     return calls
 
 
@@ -621,9 +630,19 @@ def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) 
                 fused._reason = source._reason
                 return FusedSignal(fused, ())
         for source in sources:
-            if source._dependents is None:
-                source._dependents = {}
-            source._dependents[fused] = None
+            dependents = source._dependents
+            if dependents is None:
+                dependents = source._dependents = {}
+            dependents[fused] = None
+        # Attached first, then checked again: a signal handler on this thread may have
+        # aborted a source after the check above, before the fusion was attached to it
+        # (the lock is re-entrant; see AbortSignal._attach).
+        if not fused._aborted:
+            for source in reversed(signals):
+                if source._aborted:
+                    fused._aborted = True  # nothing listens to a fusion this new
+                    fused._reason = source._reason
+                    break
     return FusedSignal(fused, sources)
 
 

@@ -169,13 +169,29 @@ async def _run_job(run: Run, job: _Job, host: AbortSignal, call: Callable[[], T]
         abort_for_host(host)
         await _wait_uninterruptibly(job.finished)
         # What the body raised before the cancellation reached us stays its outcome
-        # (contract §5: cancellation never replaces a failure), on every backend.
-        if job.error is not None:
-            run._body_result = _body_failure(run, job.error)
+        # (contract §5: cancellation never replaces a failure), on every backend; a body
+        # that stopped because it was told to (it raised the host's reason, or a nested
+        # call's cancellation reached it) has no failure of its own.
+        error = job.error
+        if error is not None and not _stopped_for_host(error, host):
+            run._body_result = _body_failure(run, error)
         raise
     if job.withdrawn:  # pragma: no cover - only set on the cancellation path above
         raise AssertionError("a withdrawn job returned")
     return result  # type: ignore[return-value]  # only None when withdrawn
+
+
+def _stopped_for_host(error: BaseException, host: AbortSignal) -> bool:
+    """Whether a thread body's ``error`` is it stopping for the host's cancellation.
+
+    ``host`` has aborted (`abort_for_host`): ``raise_if_aborted()`` raises its reason, a
+    body may raise an `AbortError` of its own, and a nested call the body awaited through
+    ``anyio.from_thread`` raises the cancellation. Only ``type(error)`` is trusted (a
+    hostile ``__class__`` may raise).
+    """
+    if error is host._reason or issubclass(type(error), AbortError):
+        return True
+    return issubclass(type(error), anyio.get_cancelled_exc_class())
 
 
 async def _acquire(limiter: anyio.CapacityLimiter, job: _Job, signal: AbortSignal) -> bool:

@@ -7,6 +7,7 @@ reason's identity is how the owner tells "my deadline came first" from a caller'
 
 from __future__ import annotations
 
+import logging
 from typing import final
 
 from ._errors import TOOL_TIMEOUT, ToolTimeoutError
@@ -15,6 +16,8 @@ from ._signals import AbortController, AbortSignal, _lock, _trigger
 from ._timers import Timer, arm
 
 __all__ = ["ELSEWHERE", "Deadline", "Elsewhere", "timeout_message"]
+
+logger = logging.getLogger("toolseam")
 
 _TIMEOUT_INFO = ErrorInfo("ToolTimeoutError", TOOL_TIMEOUT)
 
@@ -66,7 +69,16 @@ class Deadline(Timer):
             reason = self._reason = ToolTimeoutError(timeout_message(self._seconds))
             controller = self._controller
         if controller is not None:
-            controller.abort(reason)
+            interrupt = _trigger(controller.signal, reason)
+            if interrupt is not None:
+                # An abort listener raised it, in the loop's timer callback (where trio
+                # would turn it into a TrioInternalError): the host-cancellation rule
+                # (see _threads.abort_for_host), logged; every listener has run.
+                logger.error(
+                    "an abort listener raised %s when a deadline passed; contained",
+                    type(interrupt).__name__,
+                    exc_info=interrupt,
+                )
 
     @property
     def signal(self) -> AbortSignal:

@@ -140,3 +140,21 @@ async def _thread_awaited(kit: Kit) -> str:
     kit.check(told, "the thread body was never told of the host's cancellation")
     expect_quiet(kit, running)
     return "the thread returned first"
+
+
+@clause(
+    "host.thread-one-result",
+    "A host-cancelled thread body that stops as told announces exactly one result: ABORTED",
+    section="§5, worker threads",
+    requires=["host_cancel", "sync_bodies"],
+)
+async def _thread_one_result(kit: Kit) -> str:
+    running = await _host_cancelled(kit, sync=True)
+    running.open("c1", "cleanup")
+    await running.finish()
+    published = running.published("c1")
+    if not published:
+        kit.fail("the registry gave no result for the host-cancelled thread call")
+    kit.check(len(published) == 1, f"the registry announced {len(published)} results")
+    expect_status(kit, published[0], "aborted")
+    return "one ABORTED result"
