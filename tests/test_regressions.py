@@ -447,3 +447,19 @@ async def test_an_observer_interrupt_after_an_exclusive_call_skips_the_rest() ->
         ("b", TOOL_ABORTED_BEFORE_DISPATCH),
         ("c", TOOL_ABORTED_BEFORE_DISPATCH),
     ]
+
+
+@pytest.mark.parametrize("calls", [0, 2])
+async def test_run_tool_calls_is_a_checkpoint_even_when_nothing_starts(calls: int) -> None:
+    """Contract §7, like ``execute``: an empty or pre-aborted batch still reaches a
+    checkpoint, so a host cancellation is seen, and only after every call has its result."""
+    registry, published, trace = registry_with_echo()
+    stop = AbortController()
+    stop.abort()
+    batch = [ToolCall(f"c{i}", "echo", {"text": "x"}) for i in range(calls)]
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await run_tool_calls(registry, batch, signal=stop.signal)
+    assert scope.cancelled_caught
+    assert [code_of(r) for r in published.results] == [TOOL_ABORTED_BEFORE_DISPATCH] * calls
+    assert trace == []

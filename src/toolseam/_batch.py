@@ -15,6 +15,8 @@ from contextvars import copy_context
 from dataclasses import dataclass
 from typing import Any, cast, final
 
+import anyio.lowlevel
+
 from ._errors import exact_str, type_name
 from ._registry import ToolRegistry
 from ._results import ToolResult
@@ -155,14 +157,19 @@ async def run_tool_calls(
                 index, mode = await _run_parallel_group(
                     registry, batch, inputs, outcomes, index, mode, signal, max_parallel, held
                 )
-        if index == len(batch):
+        if index == len(batch) and index:
             return cast("list[CallOutcome]", outcomes)  # every call was started
-        return [
+        skipped = [
             outcome
             if outcome is not None
             else _outcome(call, _publish(registry, registry._skip_run(call_input), held), False)
             for call, call_input, outcome in zip(batch, inputs, outcomes, strict=True)
         ]
+        if not index:
+            # Nothing started, so nothing was awaited: still a checkpoint, as `execute` is
+            # (after the results: a host cancellation here loses none).
+            await anyio.lowlevel.checkpoint()
+        return skipped
     finally:
         if held:
             # Every call has its one result now; the interrupt goes on, bare (a host
