@@ -8,6 +8,8 @@ unobservable: the tests pin the observable contract on both backends.
 
 from __future__ import annotations
 
+import dataclasses
+
 import anyio
 import pytest
 
@@ -32,8 +34,10 @@ from toolseam import (
     define_tool,
     run_tool_calls,
 )
+from toolseam._batch import _INPUT_FIELDS, _input
 from toolseam._run import Run
 from toolseam._timeouts import Deadline
+from toolseam._views import ToolExecutionInput, mint_token
 from toolseam.policies import timeout_policy
 
 
@@ -255,6 +259,14 @@ class TestLazyToken:
 
 
 class TestBatchPool:
+    def test_the_batch_builds_each_input_as_its_constructor_would(self) -> None:
+        assert tuple(f.name for f in dataclasses.fields(ToolExecutionInput)) == _INPUT_FIELDS
+        signal = AbortController().signal
+        values = ("c1", "p", {"text": "x"}, signal, "root", object(), mint_token(None))
+        built = _input(*values)
+        assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
+        assert type(built) is ToolExecutionInput
+
     async def test_bodies_that_never_block_run_in_the_callers_task(self) -> None:
         tasks: list[int] = []
 
