@@ -356,13 +356,22 @@ def _run_listener(callback: Listener, signal: AbortSignal) -> BaseException | No
     """Run one listener; contain what it raises (returned only for interrupts)."""
     try:
         callback(signal)
-    except (KeyboardInterrupt, SystemExit) as interrupt:
-        return interrupt  # not ours to swallow: re-raised once every listener ran
-    except BaseException:
-        # Contained, CancelledError included: a listener is synchronous, so a
-        # cancellation it raises cancels nothing here (contract §2: abort() never raises
-        # because of a listener, and the other listeners still run).
-        logger.exception("abort listener %r raised; contained", callback)
+    except BaseException as error:
+        return _listener_raised(callback, error)
+    return None
+
+
+def _listener_raised(callback: Listener, error: BaseException) -> BaseException | None:
+    """What a listener raised, from inside the ``except`` block (the log has its traceback).
+
+    An interrupt is returned: not ours to swallow, it is re-raised once every listener ran.
+    Anything else is contained, CancelledError included: a listener is synchronous, so a
+    cancellation it raises cancels nothing here (contract §2: abort() never raises because
+    of a listener, and the other listeners still run).
+    """
+    if issubclass(type(error), (KeyboardInterrupt, SystemExit)):
+        return error
+    logger.exception("abort listener %r raised; contained", callback)
     return None
 
 
@@ -438,7 +447,11 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
         if len(listeners) == 1:
             [callback] = listeners.values()
             listeners.clear()  # taken (see AbortSignal._attach)
-            return _run_listener(callback, root)
+            try:  # _run_listener, without its frame: one listener is the common case
+                callback(root)
+            except BaseException as error:
+                return _listener_raised(callback, error)
+            return None
         calls = [(callback, root) for callback in listeners.values()]
         listeners.clear()  # taken (see AbortSignal._attach)
     elif len(calls) == 1:
@@ -516,10 +529,9 @@ class AbortController:
         if signal._aborted:
             return
         if reason is None:
-            # AbortError(), without its __init__: one per abort without a reason.
-            error: AbortError = _new_exception(AbortError)
-            error.reason = None
-            reason = error
+            # AbortError(), without its __init__ (its reason is the class's None): one per
+            # abort without a reason.
+            reason = _new_exception(AbortError)
         interrupt = _trigger(signal, reason)
         if interrupt is not None:
             raise interrupt
