@@ -2,11 +2,13 @@
 
 The body's signal is fused from its sources when the body first reads ``exec.signal``, the
 execution token is minted when first read, a deadline makes its controller only when
-needed, and ``run_tool_calls`` adds workers only as bodies block. Each of these must be
+needed, and ``run_tool_calls`` adds a task only as a body blocks. Each of these must be
 unobservable: the tests pin the observable contract on both backends.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import anyio
 import pytest
@@ -32,8 +34,10 @@ from toolseam import (
     define_tool,
     run_tool_calls,
 )
+from toolseam._batch import _INPUT_FIELDS, _input
 from toolseam._run import Run
 from toolseam._timeouts import Deadline
+from toolseam._views import ToolExecutionInput, mint_token
 from toolseam.policies import timeout_policy
 
 
@@ -255,7 +259,15 @@ class TestLazyToken:
 
 
 class TestBatchPool:
-    async def test_bodies_that_never_block_share_one_worker(self) -> None:
+    def test_the_batch_builds_each_input_as_its_constructor_would(self) -> None:
+        assert tuple(f.name for f in dataclasses.fields(ToolExecutionInput)) == _INPUT_FIELDS
+        signal = AbortController().signal
+        values = ("c1", "p", {"text": "x"}, signal, "root", object(), mint_token(None))
+        built = _input(*values)
+        assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
+        assert type(built) is ToolExecutionInput
+
+    async def test_bodies_that_never_block_run_in_the_callers_task(self) -> None:
         tasks: list[int] = []
 
         @define_tool(name="p", description="", is_concurrency_safe=lambda args: True)
@@ -275,7 +287,44 @@ class TestBatchPool:
         assert [o.result.value for o in outcomes if not o.result.is_error] == [
             str(i) for i in range(10)
         ]
-        assert tasks == [before + 1] * 10  # the caller's task and one worker
+        assert tasks == [before] * 10  # no task but the caller's
+
+    async def test_a_blocking_body_resumes_in_the_task_it_started_in(self) -> None:
+        gates = {str(i): anyio.Event() for i in range(4)}
+        tasks: dict[str, tuple[int, int]] = {}
+
+        @define_tool(name="p", description="", is_concurrency_safe=lambda args: True)
+        async def body(args: TextArgs, exec: ToolRunContext) -> str:
+            before = anyio.get_current_task().id
+            if args["text"] != "1":  # call 1 never blocks; the others do, in turn
+                await gates[args["text"]].wait()
+            tasks[args["text"]] = (before, anyio.get_current_task().id)
+            return args["text"]
+
+        registry = ToolRegistry()
+        registry.register(body)
+        outcomes: list[list[CallOutcome]] = []
+
+        async def batch() -> None:
+            outcomes.append(
+                await run_tool_calls(
+                    registry,
+                    [ToolCall(f"c{i}", "p", {"text": str(i)}) for i in range(4)],
+                    signal=AbortController().signal,
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(batch)
+            await anyio.wait_all_tasks_blocked()
+            assert sorted(tasks) == ["1"]  # the others are all waiting, at once
+            for key in ("3", "0", "2"):
+                gates[key].set()
+                await anyio.wait_all_tasks_blocked()
+        assert [o.result.value for o in outcomes[0]] == ["0", "1", "2", "3"]
+        assert all(before == after for before, after in tasks.values())
+        # Each blocking body kept its own task: three tasks for three waits at once.
+        assert len({before for key, (before, _) in tasks.items() if key != "1"}) == 3
 
     @pytest.mark.parametrize("max_parallel", [1, 3, 8])
     async def test_blocking_bodies_get_a_worker_each_up_to_max_parallel(

@@ -59,6 +59,14 @@ odd_values = st.recursive(
     max_leaves=20,
 )
 
+# Lists of objects only: the shape `_fast_objects` takes on its own (flat objects, objects
+# holding containers, odd keys and leaves, the same object twice).
+object_lists = st.lists(
+    st.dictionaries(st.one_of(text, st.integers(0, 3)), st.one_of(odd_leaves, values), max_size=4),
+    min_size=2,
+    max_size=6,
+).flatmap(lambda items: st.sampled_from([items, [*items, items[0]], tuple(items)]))
+
 
 def shape(value: object) -> object:
     """The value with the exact type of every container made visible."""
@@ -104,6 +112,56 @@ def test_fast_path_builds_what_the_full_walk_builds(value: object) -> None:
 @given(odd_values)
 def test_fast_path_reports_what_the_full_walk_reports(value: object) -> None:
     assert outcome(materialize, value) == outcome(full, value)
+
+
+@given(object_lists)
+def test_lists_of_objects_build_or_report_what_the_full_walk_does(value: object) -> None:
+    assert outcome(materialize, {"items": value}) == outcome(full, {"items": value})
+
+
+@given(object_lists)
+def test_lists_of_objects_set_the_text_flag_exactly(value: object) -> None:
+    try:
+        snapshot, utf8 = materialize_arguments({"items": value})
+    except MaterializationError:
+        return
+    assert utf8 is all_utf8(value)
+    assert text_is_utf8(snapshot) is utf8
+
+
+class _Key(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"n": 10**5000},
+        {"n": math.nan},
+        {"n": math.inf},
+        {"n": -0.0},
+        {"n": True, 3: "int key"},
+        {_Key("n"): 1},
+        {"n": _Key("str subclass")},
+        {"n": b"bytes"},
+        {"n": [1, {"deep": math.nan}]},
+    ],
+)
+def test_an_odd_object_in_a_list_of_objects_is_reported_as_the_full_walk_does(
+    odd: dict[object, object],
+) -> None:
+    items = [{"id": 1, "name": "a", "price": 0.5, "in_stock": True}, odd]
+    result = outcome(materialize, {"items": items})
+    assert result == outcome(full, {"items": items})
+    assert result[0] == "error"
+
+
+def test_lone_surrogates_in_a_list_of_objects_clear_the_text_flag() -> None:
+    for odd in ({"\ud800": 1}, {"n": "\udfff"}):
+        snapshot, utf8 = materialize_arguments({"items": [{"id": 1}, odd]})
+        assert utf8 is False
+        assert snapshot == {"items": [{"id": 1}, odd]}
+    assert materialize_arguments({"items": [{"é": "ü"}, {"日本": None}]})[1] is True
 
 
 @given(values)

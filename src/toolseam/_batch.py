@@ -8,8 +8,10 @@ otherwise providers reject the unbalanced history. This module guarantees that s
 from __future__ import annotations
 
 import asyncio
+import types
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
+from contextvars import copy_context
 from dataclasses import dataclass
 from typing import Any, cast, final
 
@@ -119,15 +121,7 @@ async def run_tool_calls(
                 raise ValueError(f"duplicate call_id {call_id!r} in one batch")
             seen.add(call_id)
         inputs.append(
-            ToolExecutionInput(
-                call_id=raw_id,
-                name=call.name,
-                arguments=call.arguments,
-                signal=signal,
-                root_call_id=root_call_id,
-                parent=parent,
-                agent=agent,
-            )
+            _input(raw_id, call.name, call.arguments, signal, root_call_id, agent, parent)
         )
     outcomes: list[CallOutcome | None] = [None] * len(batch)
     held: list[BaseException] = []  # what publishing a call raised (see _publish)
@@ -189,6 +183,44 @@ def _publish(registry: ToolRegistry, run: Run, held: list[BaseException]) -> Too
         return cast("ToolResult", run._result)
 
 
+_INPUT_FIELDS = ("call_id", "name", "arguments", "signal", "root_call_id", "agent", "parent")
+(
+    _set_input_call_id,
+    _set_input_name,
+    _set_input_arguments,
+    _set_input_signal,
+    _set_input_root,
+    _set_input_agent,
+    _set_input_parent,
+) = (getattr(cast("Any", ToolExecutionInput), field).__set__ for field in _INPUT_FIELDS)
+
+
+def _input(
+    call_id: object,
+    name: object,
+    arguments: object,
+    signal: AbortSignal,
+    root_call_id: object,
+    agent: object,
+    parent: object,
+) -> ToolExecutionInput:
+    """``ToolExecutionInput(...)`` without the frozen dataclass's ``__init__``.
+
+    Its ``__init__`` sets each field through ``object.__setattr__``; the slots' own setters
+    cost half as much, once per call of a batch (as `_outcome`). `_INPUT_FIELDS` is every
+    field (a test checks it against the dataclass).
+    """
+    made: ToolExecutionInput = object.__new__(ToolExecutionInput)
+    _set_input_call_id(made, call_id)
+    _set_input_name(made, name)
+    _set_input_arguments(made, arguments)
+    _set_input_signal(made, signal)
+    _set_input_root(made, root_call_id)
+    _set_input_agent(made, agent)
+    _set_input_parent(made, parent)
+    return made
+
+
 _set_call = cast("Any", CallOutcome).call.__set__
 _set_result = cast("Any", CallOutcome).result.__set__
 _set_dispatched = cast("Any", CallOutcome).dispatched.__set__
@@ -208,10 +240,10 @@ def _outcome(call: ToolCall, result: ToolResult, dispatched: bool) -> CallOutcom
 
 # Where a started call of a parallel group is.
 _BEFORE = 0  # in its pre-execute stage (which settles it if interrupted)
-_QUEUED = 1  # waiting for a worker to dispatch it
-_DISPATCHING = 2  # a worker runs its dispatch stage (which settles it if interrupted)
-_DISPATCHED = 3  # waiting for its post-execute turn
-_AFTER = 4  # in its post-execute stage (which settles it if interrupted), then published
+_DISPATCHING = 1  # in its dispatch stage, in some task (which settles it if interrupted)
+_DISPATCHED = 2  # waiting for its post-execute turn
+_AFTER = 3  # in its post-execute stage (which settles it if interrupted), then published
+_SETTLED = 4  # interrupted in its dispatch stage, which published its result
 
 
 @final
@@ -230,7 +262,7 @@ class _Group:
     """A task group of the running backend's own (anyio's costs several times more).
 
     asyncio's `asyncio.TaskGroup` or a trio nursery: structured like anyio's, so a host
-    cancellation of the sequencer is delivered to every worker, and the group waits for
+    cancellation of the calling task is delivered to every task of the group, which waits for
     all of them, as a task group does; nothing here cancels anything of its own accord.
     """
 
@@ -257,106 +289,194 @@ class _Group:
         return await self._manager.__aexit__(*exc_info)  # type: ignore[no-any-return]
 
 
-async def _yield() -> None:
-    """Let every other task that is ready run once (the backend's own checkpoint)."""
-    if asyncio._get_running_loop() is not None:  # pyright: ignore[reportPrivateUsage]
-        await asyncio.sleep(0)
-    else:
-        import trio
+@types.coroutine
+def _resume(step: Coroutine[Any, Any, object], yielded: object) -> Generator[Any, Any, None]:
+    """Drive ``step`` on from its first suspension, which yielded ``yielded``.
 
-        await trio.lowlevel.checkpoint()
+    ``await step`` (``yield from``, PEP 380) for a coroutine already started: what the
+    task's scheduler sends or throws in goes on to ``step``, what ``step`` yields goes out.
+    The body stays in the task it started in, with its cancel scopes and current task.
+    """
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            step.close()
+            raise
+        except BaseException as error:  # a cancellation: ``step`` decides what it means
+            try:
+                yielded = step.throw(error)
+            except StopIteration:
+                return
+        else:
+            try:
+                yielded = step.send(sent)
+            except StopIteration:
+                return
 
 
 @final
-class _Pool:
-    """The worker tasks that dispatch a group's calls, and the queue they take them from.
+class _Sequencer:
+    """One parallel group, and the role of its sequencer: held by one task at a time.
 
-    A worker takes queued calls one after another; when the queue is empty it parks, or
-    returns if the sequencer will queue nothing more. The sequencer (the task running
-    `run_tool_calls`) adds workers only as bodies block: after it has let the workers run,
-    a call still queued while none of them is about to run means that every worker is
-    inside a body that waits, and one more worker is started, up to ``max_parallel``.
-    Bodies that never block are all dispatched by one worker, so a batch costs one task
-    rather than one per call. Parking and waking use abort signals (the backend's own
-    wait underneath).
+    The holder runs pre- and post-execute of every call, each in model order, so the two
+    never overlap (contract §7), and dispatches each call in its own task: a body that
+    completes without blocking costs no task at all. When a body blocks, it stays in the
+    task it started in (its cancel scopes and current task are that task's), and the role
+    passes to a new task of the group, which goes on where the holder left off. A holder
+    with nothing left to do but wait for bodies of other tasks waits for the next of them
+    to finish (an abort signal, the backend's own wait underneath).
     """
 
     __slots__ = (
-        "cap",
-        "closing",
+        "batch",
+        "dead",
         "group",
-        "idle",
+        "held",
         "in_dispatch",
+        "index",
+        "inputs",
+        "max_parallel",
+        "next_mode",
         "notify",
-        "queue",
+        "order",
+        "outcomes",
+        "pending",
         "registry",
-        "runnable",
-        "workers",
+        "signal",
     )
 
-    def __init__(self, registry: ToolRegistry, group: _Group, cap: int) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        batch: Sequence[ToolCall],
+        inputs: Sequence[ToolExecutionInput],
+        outcomes: list[CallOutcome | None],
+        start: int,
+        mode: tuple[str, Any],
+        signal: AbortSignal,
+        max_parallel: int,
+        group: _Group,
+        held: list[BaseException],
+    ) -> None:
         self.registry = registry
+        self.batch = batch
+        self.inputs = inputs
+        self.outcomes = outcomes
+        self.signal = signal
+        self.max_parallel = max_parallel
         self.group = group
-        self.cap = cap
-        self.queue: deque[_Started] = deque()
-        self.idle: list[AbortController] = []  # one per parked worker: aborted to wake it
-        self.workers = 0
-        self.runnable = 0  # workers started or woken that have not run yet
-        self.in_dispatch = 0  # queued or being dispatched: what max_parallel caps
-        # Aborted by the next worker to finish a dispatch, while the sequencer waits.
+        self.held = held  # what publishing a call raised (see _publish)
+        self.order: deque[_Started] = deque()  # started, not yet published, in model order
+        self.index = start  # the next call to start
+        self.pending: tuple[str, Any] | None = mode  # the mode already read for it, if any
+        self.next_mode: tuple[str, Any] | None = None  # the mode that ended the group
+        self.in_dispatch = 0  # in their dispatch stage: what max_parallel caps
+        # Aborted by the next body to finish in another task, while the holder waits.
         self.notify: AbortController | None = None
-        self.closing = False  # nothing more will be queued
+        self.dead = False  # the holder was interrupted: nobody post-executes any more
 
-    def hand_off(self, *, eager: bool) -> None:
-        """See that queued calls get workers: all of them now if ``eager``.
-
-        The sequencer is eager before it awaits a stage of its own (a pre- or post-execute
-        listener may wait for a human): every queued call must be dispatched meanwhile.
-        """
-        waiting = len(self.queue) - self.runnable
-        idle = self.idle
-        while waiting > 0 and idle:
-            idle.pop().abort()
-            self.runnable += 1
-            waiting -= 1
-        if waiting > 0 and (eager or not self.runnable):
-            for _ in range(min(waiting if eager else 1, self.cap - self.workers)):
-                self.workers += 1
-                self.runnable += 1
-                self.group.spawn(self._work)
-
-    async def _work(self) -> None:
-        self.runnable -= 1
+    async def run(self) -> None:
+        """Hold the role until the group is done, or until a body blocks in this task."""
         registry = self.registry
-        queue = self.queue
-        while True:
-            while queue:
-                started = queue.popleft()
-                started.state = _DISPATCHING
-                step = registry._stage_dispatch(started.run)
-                try:
+        batch = self.batch
+        order = self.order
+        outcomes = self.outcomes
+        holding = True
+        try:
+            while True:
+                # Post-execute and publish, in model order, every call whose dispatch ended.
+                while order and order[0].state == _DISPATCHED:
+                    started = order[0]
+                    started.state = _AFTER
+                    step = registry._stage_after(started.run, checkpoint=False)
                     if step is not None:
                         await step
-                finally:
-                    started.state = _DISPATCHED
-                    self.in_dispatch -= 1
-                    notify = self.notify
-                    if notify is not None:
-                        self.notify = None
-                        notify.abort()
-            if self.closing:
-                return
-            wake = AbortController()
-            self.idle.append(wake)
-            await wake.signal.wait()
-            self.runnable -= 1
+                    order.popleft()
+                    result = _publish(registry, started.run, self.held)
+                    outcomes[started.index] = _outcome(batch[started.index], result, True)
+                # Start calls while a dispatch slot is free.
+                while (
+                    self.next_mode is None
+                    and self.index < len(batch)
+                    and self.in_dispatch < self.max_parallel
+                    and not self.signal.aborted
+                    and not self.held
+                ):
+                    index = self.index
+                    pending = self.pending
+                    if pending is None:
+                        pending = registry._mode(self.inputs[index])
+                    if pending[0] != "parallel":
+                        self.pending = self.next_mode = pending
+                        break
+                    self.pending = None
+                    started = _Started(index, registry._start(self.inputs[index], pending[1]))
+                    order.append(started)
+                    self.index = index + 1
+                    step = registry._stage_before(started.run)
+                    if step is not None:
+                        await step
+                    step = registry._stage_dispatch(started.run)
+                    if step is None:
+                        started.state = _DISPATCHED  # nothing to dispatch
+                        continue
+                    dispatch = cast("Coroutine[Any, Any, object]", step)
+                    started.state = _DISPATCHING
+                    # The context as it is between calls: a body that blocks has made its
+                    # span (or anything else) current here, and the next holder must not
+                    # inherit that (tracing: no call becomes another's parent).
+                    between = copy_context()
+                    try:
+                        yielded = dispatch.send(None)
+                    except StopIteration:
+                        started.state = _DISPATCHED  # done without blocking
+                        continue
+                    except BaseException:
+                        started.state = _SETTLED
+                        raise
+                    # The body blocked: it stays in this task, and the role moves on.
+                    holding = False
+                    self.in_dispatch += 1
+                    between.run(self.group.spawn, self.run)
+                    try:
+                        await _resume(dispatch, yielded)
+                    except BaseException:
+                        self._body_ended(started, settled=True)
+                        raise
+                    self._body_ended(started, settled=False)
+                    return
+                if not order:
+                    return  # every started call is published, and no further one may start
+                if order[0].state == _DISPATCHED:
+                    continue
+                notify = self.notify = AbortController()
+                await notify.signal.wait()
+        except BaseException:
+            if holding:
+                # The host cancelled us (or an interrupt): every started call still publishes
+                # its one result. Calls inside a stage settle themselves; these are between.
+                self.dead = True
+                for started in order:
+                    if started.state == _DISPATCHED:
+                        started.state = _AFTER
+                        registry._settle_interrupted(started.run)
+            raise
 
-    def close(self) -> None:
-        """Nothing more will be queued: parked workers return, running ones once idle."""
-        self.closing = True
-        for wake in self.idle:
-            wake.abort()
-        self.idle.clear()
+    def _body_ended(self, started: _Started, *, settled: bool) -> None:
+        """A body that blocked has ended, in the task it blocked in: post-execute is next."""
+        self.in_dispatch -= 1
+        if settled:
+            started.state = _SETTLED  # its dispatch stage was interrupted and published
+        elif self.dead:
+            started.state = _AFTER  # nobody is left to post-execute it
+            self.registry._settle_interrupted(started.run)
+        else:
+            started.state = _DISPATCHED
+        notify = self.notify
+        if notify is not None:
+            self.notify = None
+            notify.abort()
 
 
 async def _run_parallel_group(
@@ -372,78 +492,13 @@ async def _run_parallel_group(
 ) -> tuple[int, tuple[str, Any] | None]:
     """Run consecutive parallel calls from ``start`` (whose mode is ``mode``).
 
-    This task is the sequencer: it runs pre-execute (with approval and guards) and
-    post-execute of every call itself, each in model order, so the two never overlap
-    (contract §7); a pool of workers dispatches. Returns the index of the first call not
-    run and, when a call's mode ended the group, that mode (so it is read once per call).
+    This task is the first sequencer (see `_Sequencer`). Returns the index of the first
+    call not run and, when a call's mode ended the group, that mode (so it is read once
+    per call).
     """
-    order: deque[_Started] = deque()  # started, not yet published, in model order
-    index = start
-    pending: tuple[str, Any] | None = mode
-    next_mode: tuple[str, Any] | None = None
     async with _Group() as group:
-        pool = _Pool(registry, group, max_parallel)
-        try:
-            while True:
-                # Post-execute and publish, in model order, every call whose dispatch ended.
-                while order and order[0].state == _DISPATCHED:
-                    started = order[0]
-                    started.state = _AFTER
-                    step = registry._stage_after(started.run, checkpoint=False)
-                    if step is not None:
-                        pool.hand_off(eager=True)
-                        await step
-                    order.popleft()
-                    result = _publish(registry, started.run, held)
-                    outcomes[started.index] = _outcome(batch[started.index], result, True)
-                # Start calls while a dispatch slot is free.
-                while (
-                    next_mode is None
-                    and index < len(batch)
-                    and pool.in_dispatch < max_parallel
-                    and not signal.aborted
-                    and not held
-                ):
-                    if pending is None:
-                        pending = registry._mode(inputs[index])
-                    if pending[0] != "parallel":
-                        next_mode = pending
-                        break
-                    started = _Started(index, registry._start(inputs[index], pending[1]))
-                    pending = None
-                    order.append(started)
-                    index += 1
-                    step = registry._stage_before(started.run)
-                    if step is not None:
-                        pool.hand_off(eager=True)
-                        await step
-                    if started.run._result is None:
-                        started.state = _QUEUED
-                        pool.queue.append(started)
-                        pool.in_dispatch += 1
-                    else:
-                        started.state = _DISPATCHED  # nothing to dispatch
-                if not order:
-                    break  # every started call is published, and no further one may start
-                if order[0].state == _DISPATCHED:
-                    continue
-                if next_mode is not None or index >= len(batch) or signal.aborted or held:
-                    pool.closing = True  # workers return once the queue is empty
-                pool.hand_off(eager=False)
-                if pool.queue:
-                    await _yield()  # let the workers take them
-                else:
-                    notify = pool.notify = AbortController()
-                    await notify.signal.wait()
-        except BaseException:
-            # The host cancelled us (or an interrupt): every started call still publishes
-            # its one result. Calls inside a stage settle themselves; these are between.
-            pool.queue.clear()
-            pool.close()
-            for started in order:
-                if started.state == _QUEUED or started.state == _DISPATCHED:
-                    registry._settle_interrupted(started.run)
-            raise
-        finally:
-            pool.close()
-    return index, next_mode
+        sequencer = _Sequencer(
+            registry, batch, inputs, outcomes, start, mode, signal, max_parallel, group, held
+        )
+        await sequencer.run()
+    return sequencer.index, sequencer.next_mode

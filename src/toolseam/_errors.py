@@ -62,7 +62,7 @@ class AbortError(Exception):
             "aborted without a reason".
     """
 
-    reason: object
+    reason: object = None
     """The non-exception abort reason this error wraps, or ``None``."""
 
     def __init__(self, reason: object = None) -> None:

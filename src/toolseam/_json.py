@@ -23,7 +23,9 @@ import functools
 import json
 import math
 import sys
+from collections import deque as _consume
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat as _repeat
 from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex, cast, final, overload
 
 from typing_extensions import TypeAliasType
@@ -569,6 +571,8 @@ def _fast_list(
 ) -> FrozenList:
     target = _list_new(FrozenList)
     _fill_list(target, source)
+    if len(target) > 1 and set(map(_type_of, target)) == _ONLY_OBJECTS:
+        return _fast_objects(target, depth, memo, keep, wide)
     items: Iterable[Any] = target
     for index, item in enumerate(items):
         kind = _type_of(item)
@@ -631,6 +635,66 @@ def _fast_list(
                 wide.append("\ud800")
         elif not (item is None or kind is bool):
             raise _Fallback
+    return target  # type: ignore[no-any-return]
+
+
+_ONLY_OBJECTS: Final = {dict}
+_LARGEST: Final = sys.float_info.max
+_LOWEST: Final = -_LARGEST  # precomputed: negating it allocates
+
+
+def _fast_objects(
+    items: list[Any],
+    depth: int,
+    memo: dict[int, FrozenList | FrozenDict],
+    keep: list[object],
+    wide: list[str],
+) -> FrozenList:
+    """`_fast_list` of a list of objects only, the common nested shape.
+
+    The copies are made and filled by C loops first, then checked; a flat one (plain
+    leaves only) needs no call and no memo (a flat object met twice is merely copied
+    twice). One with a container in it takes the general path, where shared ones are
+    frozen once, like every other container.
+    """
+    children: list[Any] = list(map(_dict_new, _repeat(FrozenDict, len(items))))
+    _consume(map(_fill_dict, children, items), 0)
+    # Locals: this loop runs once per key of every object.
+    type_of, low, high, text = _type_of, _NEGATIVE_BOUND, _PRINTABLE_BOUND, str
+    lowest, largest = _LOWEST, _LARGEST
+    for index, child in enumerate(children):
+        pairs: Iterable[tuple[Any, Any]] = child.items()  # keys checked below
+        for key, value in pairs:
+            if type_of(key) is not text or not key.isascii():
+                if type_of(key) is not text:
+                    raise _Fallback
+                wide.append(key)
+            kind = type_of(value)
+            if kind is text:
+                if not value.isascii():
+                    wide.append(value)
+            elif kind is int:
+                if not low < value < high:
+                    raise _Fallback
+            elif kind is float:
+                # Finite (NaN compares false) and not -0.0, without allocating a float.
+                if not lowest <= value <= largest or not (value or _copysign(1.0, value) > 0):
+                    raise _Fallback
+            elif not (value is None or kind is bool):
+                break
+        else:
+            continue
+        if depth >= _FAST_DEPTH:
+            raise _Fallback
+        item = items[index]
+        known = memo.get(id(item))
+        if known is None:
+            known = _fast_dict(item, depth + 1, memo, keep, wide)
+            memo[id(item)] = known
+            keep.append(item)
+        children[index] = known
+    target = _list_new(FrozenList)
+    _fill_list(target, children)
     return target  # type: ignore[no-any-return]
 
 

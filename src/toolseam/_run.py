@@ -121,7 +121,11 @@ class Run:
             handed = self._pending
             if handed is not None:
                 self._pending = None
-                sources: tuple[AbortSignal, ...] = (self._caller_signal, handed)
+                caller = self._caller_signal
+                # Without wrappers the body is handed the caller's own signal: one source.
+                sources: tuple[AbortSignal, ...] = (
+                    (caller,) if handed is caller else (caller, handed)
+                )
                 deadline = self._deadline
                 if deadline is not None:
                     sources = deadline.sources(sources)

@@ -21,7 +21,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast, final
 
@@ -44,6 +44,9 @@ __all__ = [
 logger = logging.getLogger("toolseam")
 
 _lock = threading.RLock()
+_acquire = _lock.acquire
+_get_ident = threading.get_ident
+_release = _lock.release
 _keys = itertools.count()
 _new_signal = object.__new__
 
@@ -217,8 +220,11 @@ class AbortSignal:
                 lowlevel.reschedule(task)
 
         def wake(_signal: AbortSignal) -> None:
-            if threading.get_ident() == loop_thread:
-                reschedule()
+            nonlocal done
+            if _get_ident() == loop_thread:
+                if not done:  # reschedule(), inline: this runs on every abort
+                    done = True
+                    lowlevel.reschedule(task)
                 return
             with contextlib.suppress(RuntimeError):  # the run has finished
                 token.run_sync_soon(reschedule)
@@ -300,13 +306,6 @@ def _nothing() -> None:
     pass
 
 
-def _fresh_abort_error() -> AbortError:
-    """``AbortError()``, without running its ``__init__`` (one per abort without a reason)."""
-    error: AbortError = _new_exception(AbortError)
-    error.reason = None
-    return error
-
-
 _new_exception = BaseException.__new__
 
 
@@ -338,8 +337,8 @@ def _future_waker(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None])
     loop_thread = threading.get_ident()
 
     def wake(_signal: AbortSignal) -> None:
-        if threading.get_ident() == loop_thread:
-            if not future.done():
+        if _get_ident() == loop_thread:
+            if not future.done():  # done: the wait was cancelled
                 future.set_result(None)
             return
         with contextlib.suppress(RuntimeError):  # the event loop has finished
@@ -357,13 +356,22 @@ def _run_listener(callback: Listener, signal: AbortSignal) -> BaseException | No
     """Run one listener; contain what it raises (returned only for interrupts)."""
     try:
         callback(signal)
-    except (KeyboardInterrupt, SystemExit) as interrupt:
-        return interrupt  # not ours to swallow: re-raised once every listener ran
-    except BaseException:
-        # Contained, CancelledError included: a listener is synchronous, so a
-        # cancellation it raises cancels nothing here (contract §2: abort() never raises
-        # because of a listener, and the other listeners still run).
-        logger.exception("abort listener %r raised; contained", callback)
+    except BaseException as error:
+        return _listener_raised(callback, error)
+    return None
+
+
+def _listener_raised(callback: Listener, error: BaseException) -> BaseException | None:
+    """What a listener raised, from inside the ``except`` block (the log has its traceback).
+
+    An interrupt is returned: not ours to swallow, it is re-raised once every listener ran.
+    Anything else is contained, CancelledError included: a listener is synchronous, so a
+    cancellation it raises cancels nothing here (contract §2: abort() never raises because
+    of a listener, and the other listeners still run).
+    """
+    if issubclass(type(error), (KeyboardInterrupt, SystemExit)):
+        return error
+    logger.exception("abort listener %r raised; contained", callback)
     return None
 
 
@@ -397,24 +405,56 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
     Returns the first ``KeyboardInterrupt``/``SystemExit`` a listener raised (every
     listener has run by then), for the caller to raise or to handle.
     """
-    with _lock:
+    listeners: dict[int, Listener] | None = None  # of ``root``, once detached
+    calls: Sequence[tuple[Listener, AbortSignal]] = ()
+    _acquire()  # bound: cheaper than the with statement, on every abort
+    try:
         if root._aborted:
             return None
-        if root._dependents is None:
-            # Nothing fused from it, the common case: no walk, no lists.
+        dependents = root._dependents
+        if dependents is None:
+            # Nothing fused from it, the common case: no walk, no lists. The listeners are
+            # detached under the lock, and emptied once taken (see AbortSignal._attach).
             root._aborted = True
             root._reason = reason
             listeners = root._listeners
             if listeners is None:
                 return None
             root._listeners = None
-            calls: list[tuple[Listener, AbortSignal]] = [
-                (callback, root) for callback in listeners.values()
-            ]
-            listeners.clear()  # taken (see AbortSignal._attach)
+        elif len(dependents) == 1 and root._listeners is None:
+            # One signal fused from it and nothing else (a tool body's signal): no walk.
+            [fused] = dependents
+            if fused._dependents is not None:
+                calls = _abort_fused(root, reason)
+            else:
+                root._dependents = None
+                root._aborted = True
+                root._reason = reason
+                if fused._aborted:
+                    return None
+                fused._aborted = True
+                fused._reason = reason
+                listeners = fused._listeners
+                if listeners is None:
+                    return None
+                fused._listeners = None
+                root = fused  # the signal its listeners are called with
         else:
             calls = _abort_fused(root, reason)
-    if len(calls) == 1:
+    finally:
+        _release()
+    if listeners is not None:
+        if len(listeners) == 1:
+            [callback] = listeners.values()
+            listeners.clear()  # taken (see AbortSignal._attach)
+            try:  # _run_listener, without its frame: one listener is the common case
+                callback(root)
+            except BaseException as error:
+                return _listener_raised(callback, error)
+            return None
+        calls = [(callback, root) for callback in listeners.values()]
+        listeners.clear()  # taken (see AbortSignal._attach)
+    elif len(calls) == 1:
         return _run_listener(*calls[0])
     interrupt = None
     for callback, signal in calls:
@@ -431,11 +471,9 @@ def _abort_fused(root: AbortSignal, reason: object) -> list[tuple[Listener, Abor
     aborted = [root]
     root._aborted = True
     root._reason = reason
-    # Breadth-first over the fused dependents; ``aborted`` doubles as the queue.
-    position = 0
-    while position < len(aborted):
-        signal = aborted[position]
-        position += 1
+    # Breadth-first over the fused dependents; ``aborted`` doubles as the queue (a list's
+    # iterator sees what is appended while it runs).
+    for signal in aborted:
         dependents = signal._dependents
         if dependents is not None:
             signal._dependents = None
@@ -490,7 +528,11 @@ class AbortController:
         signal = self._signal
         if signal._aborted:
             return
-        interrupt = _trigger(signal, _fresh_abort_error() if reason is None else reason)
+        if reason is None:
+            # AbortError(), without its __init__ (its reason is the class's None): one per
+            # abort without a reason.
+            reason = _new_exception(AbortError)
+        interrupt = _trigger(signal, reason)
         if interrupt is not None:
             raise interrupt
 
@@ -581,12 +623,17 @@ def fuse_owned(*signals: AbortSignal) -> FusedSignal:
     abort the body's signal on host cancellation (`abort_owned`) without touching any
     source: the caller's signal is never aborted. The arguments are `AbortSignal`s.
     """
-    return _attach(signals, tuple(dict.fromkeys(signals)))
+    return _attach(signals, signals if len(signals) == 1 else tuple(dict.fromkeys(signals)))
 
 
 def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) -> FusedSignal:
     """A new signal fused from ``sources`` (distinct ``signals``), in one locked step."""
-    fused = AbortSignal(_KEY)
+    # AbortSignal(_KEY) without its guarding __init__, as in AbortController.
+    fused = _new_signal(AbortSignal)
+    fused._aborted = False
+    fused._reason = None
+    fused._listeners = None
+    fused._dependents = None
     with _lock:
         # contract §2: where several sources have already aborted, the last one given wins.
         for source in reversed(signals):
