@@ -6,13 +6,14 @@ A `ToolRegistry` keeps a tuple of `CallHook` objects in ``_hooks``: empty unless
 
 * entry (``_new_run``), before the arguments are materialized, so a call that fails
   materialization, a pre-aborted call and a call a batch skipped are all seen;
-* the body invocation (``_invoke_body``), which runs in one task: `enter_body` and
-  `leave_body` bracket it there, so a hook can make something current for exactly the
-  time the body runs (a span, so that nested calls and whatever the body traces become
-  its children);
+* the body invocation, which runs in one task: `enter_body` and `leave_body` bracket
+  ``_invoke_body`` (in ``_invoke_hooked``, the innermost step of an instrumented
+  registry's dispatch), so a hook can make something current while the body runs (a
+  span, so that nested calls and whatever the body traces become its children);
 * publish (``_publish``), once the one result is final.
 
-A registry never instrumented pays a truth test at each point (two around the body). All
+A registry never instrumented pays a truth test at each point (one to choose the
+innermost step of dispatch). All
 the logic lives here and in the hooks; nothing a hook raises may cost a call its result
 (contract §5): an `Exception` from a hook is logged and contained.
 """

@@ -378,6 +378,8 @@ class ToolRegistry:
             return None
         if self._wrappers.items:
             return self._dispatch(run)
+        if self._hooks:  # tracing hook
+            return self._invoke_hooked(run, True)
         return self._invoke_body(run, True)
 
     def _stage_after(self, run: Run, *, checkpoint: bool = True) -> Awaitable[object] | None:
@@ -620,7 +622,7 @@ class ToolRegistry:
             chain = Chain(
                 self._wrappers.items,
                 (DispatchView(run),),
-                self._invoke_body,
+                self._invoke_hooked if self._hooks else self._invoke_body,  # tracing hook
                 "around-dispatch wrapper",
                 run,
             )
@@ -678,8 +680,6 @@ class ToolRegistry:
             if type(definition) is ToolFailure:
                 result: ToolResult = definition
             else:
-                # tracing hook: the call's span is current while the body runs (see _hooks).
-                entered = _hooks.enter_body(self._hooks, run) if self._hooks else None
                 try:
                     if type(definition) is DefinedTool:
                         args = definition._parse(run._arguments, run._utf8)
@@ -697,8 +697,6 @@ class ToolRegistry:
                     # was told to stop, is a reason like any other.
                     result = _body_failure(run, error)
                 finally:
-                    if entered is not None:  # tracing hook
-                        _hooks.leave_body(entered, run)
                     _leave_body(run, handed)
                 result = _body_settled(run, result)
         except Exception as error:
@@ -713,6 +711,20 @@ class ToolRegistry:
         if stage:
             self._dispatched(run, result)
         return result
+
+    async def _invoke_hooked(self, run: Run, stage: bool = False) -> ToolResult:
+        """`_invoke_body` bracketed by the call hooks (tracing hook; see _hooks).
+
+        The call's span is current while the body runs, in the task that awaits it. A frame
+        of its own, only for an instrumented registry: `_invoke_body`'s frame is what every
+        call in flight keeps in memory.
+        """
+        entered = _hooks.enter_body(self._hooks, run)
+        try:
+            return await self._invoke_body(run, stage)
+        finally:
+            if entered is not None:
+                _hooks.leave_body(entered, run)
 
     def _enter_body(self, run: Run, handed: object) -> ToolDefinition[Any, Any] | ToolFailure:
         """Whether the body may be invoked: its definition, set up to run, or why not."""
