@@ -244,6 +244,7 @@ _DISPATCHING = 1  # in its dispatch stage, in some task (which settles it if int
 _DISPATCHED = 2  # waiting for its post-execute turn
 _AFTER = 3  # in its post-execute stage (which settles it if interrupted), then published
 _SETTLED = 4  # interrupted in its dispatch stage, which published its result
+_ENDED = frozenset((_DISPATCHED, _SETTLED))  # the head's turn in the sequencer
 
 
 @final
@@ -266,10 +267,15 @@ class _Group:
     all of them, as a task group does; nothing here cancels anything of its own accord.
     """
 
-    __slots__ = ("_manager", "spawn")
+    __slots__ = ("_manager", "spawn", "yield_first")
 
     def __init__(self) -> None:
-        if asyncio._get_running_loop() is not None:  # pyright: ignore[reportPrivateUsage]
+        loop = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage]
+        # A task factory may start tasks eagerly (asyncio.eager_task_factory): each new
+        # holder would then run inside the step of the one before, as deep as there are
+        # blocked bodies.
+        self.yield_first = loop is not None and loop.get_task_factory() is not None
+        if loop is not None:
             self._manager: Any = asyncio.TaskGroup()
         else:
             import trio  # the only other backend toolseam runs on
@@ -286,7 +292,16 @@ class _Group:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
-        return await self._manager.__aexit__(*exc_info)  # type: ignore[no-any-return]
+        try:
+            return await self._manager.__aexit__(*exc_info)  # type: ignore[no-any-return]
+        except BaseExceptionGroup as group:
+            # A trio nursery wraps the host's cancellation in a group; it must propagate
+            # unchanged (contract §5, host cancellation), as anyio's task group does.
+            import trio
+
+            if not group.split(trio.Cancelled)[1]:
+                raise trio.Cancelled._create() from group  # pyright: ignore[reportPrivateUsage]
+            raise
 
 
 @types.coroutine
@@ -386,8 +401,15 @@ class _Sequencer:
         try:
             while True:
                 # Post-execute and publish, in model order, every call whose dispatch ended.
-                while order and order[0].state == _DISPATCHED:
+                while order and order[0].state in _ENDED:
                     started = order[0]
+                    if started.state == _SETTLED:
+                        # Interrupted in its own task's dispatch stage, which published its
+                        # one result (a body that cancelled its own task, say).
+                        order.popleft()
+                        result = cast("ToolResult", started.run._result)
+                        outcomes[started.index] = _outcome(batch[started.index], result, True)
+                        continue
                     started.state = _AFTER
                     step = registry._stage_after(started.run, checkpoint=False)
                     if step is not None:
@@ -436,32 +458,53 @@ class _Sequencer:
                         started.state = _SETTLED
                         raise
                     # The body blocked: it stays in this task, and the role moves on.
-                    holding = False
                     self.in_dispatch += 1
-                    between.run(self.group.spawn, self.run)
+                    try:
+                        between.run(self.group.spawn, self._spawned)
+                        holding = False
+                    except Exception:
+                        # The group takes no more tasks (it is shutting down): this task
+                        # keeps the role, and drives the body to its end first.
+                        pass
                     try:
                         await _resume(dispatch, yielded)
                     except BaseException:
                         self._body_ended(started, settled=True)
                         raise
                     self._body_ended(started, settled=False)
-                    return
+                    if not holding:
+                        return
                 if not order:
                     return  # every started call is published, and no further one may start
-                if order[0].state == _DISPATCHED:
+                if order[0].state in _ENDED:
                     continue
                 notify = self.notify = AbortController()
                 await notify.signal.wait()
         except BaseException:
             if holding:
-                # The host cancelled us (or an interrupt): every started call still publishes
-                # its one result. Calls inside a stage settle themselves; these are between.
-                self.dead = True
-                for started in order:
-                    if started.state == _DISPATCHED:
-                        started.state = _AFTER
-                        registry._settle_interrupted(started.run)
+                self.settle_between()
             raise
+
+    async def _spawned(self) -> None:
+        """A new task taking the role on."""
+        if self.group.yield_first:
+            await asyncio.sleep(0)  # not inside the step of the task that spawned it
+        # Not a call more once the host has cancelled: on trio a task runs until its first
+        # checkpoint even in a cancelled scope, and a body's first yield looks like blocking.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        await self.run()
+
+    def settle_between(self) -> None:
+        """The sequencer is gone (the host cancelled it, or an interrupt): still one result each.
+
+        Calls inside a stage settle themselves; these are between stages. A body that ends
+        later in its own task settles its call itself (`dead`).
+        """
+        self.dead = True
+        for started in self.order:
+            if started.state == _DISPATCHED:
+                started.state = _AFTER
+                self.registry._settle_interrupted(started.run)
 
     def _body_ended(self, started: _Started, *, settled: bool) -> None:
         """A body that blocked has ended, in the task it blocked in: post-execute is next."""
@@ -496,9 +539,16 @@ async def _run_parallel_group(
     call not run and, when a call's mode ended the group, that mode (so it is read once
     per call).
     """
-    async with _Group() as group:
-        sequencer = _Sequencer(
-            registry, batch, inputs, outcomes, start, mode, signal, max_parallel, group, held
-        )
-        await sequencer.run()
+    group = _Group()
+    sequencer = _Sequencer(
+        registry, batch, inputs, outcomes, start, mode, signal, max_parallel, group, held
+    )
+    try:
+        async with group:
+            await sequencer.run()
+    except BaseException:
+        # The group has awaited every task: a task cancelled before it ever ran (asyncio)
+        # never ran its own handler, so whatever is still between stages is settled here.
+        sequencer.settle_between()
+        raise
     return sequencer.index, sequencer.next_mode
