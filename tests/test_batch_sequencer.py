@@ -243,3 +243,66 @@ async def test_an_eager_task_factory_and_many_blocked_bodies() -> None:
         loop.set_task_factory(factory)
     assert [o.result.is_error for o in outcomes] == [False] * 400
     assert len(published) == 400
+
+
+@pytest.mark.parametrize("where", ["body", "blocked body", "pre-execute", "post-execute"])
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "exclusive"])
+async def test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result(
+    where: str, parallel: bool
+) -> None:
+    """Contract §7: a ``KeyboardInterrupt`` raised for call ``b`` (its body, before or after
+    it blocked, or a stage's listener) once ``b`` has its result: ``a`` finishes its work,
+    ``c`` never starts and ends ``ABORTED_BEFORE_DISPATCH``, then the interrupt propagates
+    bare, the same on both backends (it tore the batch down, or came out in a group)."""
+    registry = ToolRegistry()
+    published = _published(registry)
+    a_may_finish = anyio.Event()
+    finished: list[str] = []
+
+    @define_tool(name="p", description="", is_concurrency_safe=lambda args: parallel)
+    async def body(args: Id, exec: ToolRunContext) -> str:
+        if args["id"] == "a" and parallel:
+            await a_may_finish.wait()  # still running when b's interrupt comes
+        if args["id"] == "b" and where.endswith("body"):
+            a_may_finish.set()
+            if where == "blocked body":
+                await anyio.lowlevel.checkpoint()
+            raise KeyboardInterrupt
+        finished.append(args["id"])
+        return args["id"]
+
+    async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+        await anyio.lowlevel.checkpoint()
+        if exec.call_id == "b" and where == "pre-execute":
+            a_may_finish.set()
+            raise KeyboardInterrupt
+        return await next()
+
+    async def post(exec: ToolExecution, result: ToolResult, next: Next[object]) -> object:
+        await anyio.lowlevel.checkpoint()
+        if exec.call_id == "a":
+            a_may_finish.set()
+        if exec.call_id == "b" and where == "post-execute":
+            raise KeyboardInterrupt
+        return await next()
+
+    registry.register(body)
+    registry.on_pre_execute(pre)
+    registry.on_post_execute(post)  # type: ignore[arg-type]
+    if where == "post-execute" and parallel:
+        a_may_finish.set()
+    with pytest.raises(KeyboardInterrupt):
+        await run_tool_calls(registry, _calls("a", "b", "c"), signal=AbortController().signal)
+    assert "a" in finished
+    assert sorted(published) == ["a", "b", "c"]
+    if parallel and where in ("blocked body", "post-execute"):
+        # c may have started meanwhile (b's body blocked, or b waited for its post-execute
+        # turn): then it finishes like a; otherwise it never starts.
+        assert (published["c"], "c" in finished) in (
+            (None, True),
+            (TOOL_ABORTED_BEFORE_DISPATCH, False),
+        )
+    else:
+        assert published["c"] == TOOL_ABORTED_BEFORE_DISPATCH
+        assert "c" not in finished
+    await registry.wait_idle()

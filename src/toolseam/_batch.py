@@ -74,9 +74,10 @@ async def run_tool_calls(
     until they settle), and every call that never started gets an `ABORTED_BEFORE_DISPATCH`
     result with ``dispatched=False`` (also published to the registry's observers). If the
     awaiting task is cancelled by its host, the started calls publish their results and the
-    cancellation is re-raised. A ``KeyboardInterrupt`` or ``SystemExit`` that a result
-    observer or ``finalize_content`` raises for one call stops further calls from starting
-    as an abort does, and propagates once every call has its one result.
+    cancellation is re-raised. A ``KeyboardInterrupt`` or ``SystemExit`` raised for one
+    call (by a body, a stage's listener, a result observer or ``finalize_content``), once
+    that call has its result, stops further calls from starting as an abort does, and
+    propagates once every call has its one result.
 
     Args:
         registry: The registry to run the calls through.
@@ -133,16 +134,22 @@ async def run_tool_calls(
                 mode = registry._mode(inputs[index])
             if mode[0] == "exclusive":
                 run = registry._start(inputs[index], mode[1])
-                # The stages of `execute`, in its order, with the snapshot already taken.
-                for stage in (
-                    registry._stage_before,
-                    registry._stage_dispatch,
-                    registry._stage_after,
-                ):
-                    step = stage(run)
-                    if step is not None:
-                        await step
-                outcomes[index] = _outcome(batch[index], _publish(registry, run, held), True)
+                try:
+                    # The stages of `execute`, in its order, with the snapshot already taken.
+                    for stage in (
+                        registry._stage_before,
+                        registry._stage_dispatch,
+                        registry._stage_after,
+                    ):
+                        step = stage(run)
+                        if step is not None:
+                            await step
+                except _INTERRUPTS as interrupt:
+                    held.append(interrupt)  # the stage settled and published the call
+                    result = cast("ToolResult", run._result)
+                else:
+                    result = _publish(registry, run, held)
+                outcomes[index] = _outcome(batch[index], result, True)
                 index += 1
                 mode = None
             else:
@@ -245,6 +252,8 @@ _DISPATCHED = 2  # waiting for its post-execute turn
 _AFTER = 3  # in its post-execute stage (which settles it if interrupted), then published
 _SETTLED = 4  # interrupted in its dispatch stage, which published its result
 _ENDED = frozenset((_DISPATCHED, _SETTLED))  # the head's turn in the sequencer
+# What a stage re-raises once it has settled and published its call; a batch holds them.
+_INTERRUPTS = (KeyboardInterrupt, SystemExit)
 
 
 @final
@@ -413,7 +422,11 @@ class _Sequencer:
                     started.state = _AFTER
                     step = registry._stage_after(started.run, checkpoint=False)
                     if step is not None:
-                        await step
+                        try:
+                            await step
+                        except _INTERRUPTS as interrupt:
+                            self._hold(started, interrupt)
+                            continue
                     order.popleft()
                     result = _publish(registry, started.run, self.held)
                     outcomes[started.index] = _outcome(batch[started.index], result, True)
@@ -438,7 +451,11 @@ class _Sequencer:
                     self.index = index + 1
                     step = registry._stage_before(started.run)
                     if step is not None:
-                        await step
+                        try:
+                            await step
+                        except _INTERRUPTS as interrupt:
+                            self._hold(started, interrupt)
+                            continue
                     step = registry._stage_dispatch(started.run)
                     if step is None:
                         started.state = _DISPATCHED  # nothing to dispatch
@@ -454,6 +471,9 @@ class _Sequencer:
                     except StopIteration:
                         started.state = _DISPATCHED  # done without blocking
                         continue
+                    except _INTERRUPTS as interrupt:
+                        self._hold(started, interrupt)
+                        continue
                     except BaseException:
                         started.state = _SETTLED
                         raise
@@ -468,10 +488,14 @@ class _Sequencer:
                         pass
                     try:
                         await _resume(dispatch, yielded)
+                    except _INTERRUPTS as interrupt:
+                        self.held.append(interrupt)
+                        self._body_ended(started, settled=True)
                     except BaseException:
                         self._body_ended(started, settled=True)
                         raise
-                    self._body_ended(started, settled=False)
+                    else:
+                        self._body_ended(started, settled=False)
                     if not holding:
                         return
                 if not order:
@@ -493,6 +517,15 @@ class _Sequencer:
         # checkpoint even in a cancelled scope, and a body's first yield looks like blocking.
         await anyio.lowlevel.checkpoint_if_cancelled()
         await self.run()
+
+    def _hold(self, started: _Started, interrupt: BaseException) -> None:
+        """A stage of ``started`` raised an interrupt, once it had settled and published it.
+
+        Held as an observer's is (see `_publish`): no further call starts, the started
+        ones finish, and `run_tool_calls` raises it once every call has its result.
+        """
+        self.held.append(interrupt)
+        started.state = _SETTLED
 
     def settle_between(self) -> None:
         """The sequencer is gone (the host cancelled it, or an interrupt): still one result each.
