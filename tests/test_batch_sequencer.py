@@ -55,7 +55,12 @@ def _published(registry: ToolRegistry) -> dict[str, str | None]:
 async def test_a_holder_cancelled_before_it_ever_ran_loses_no_result() -> None:
     """c1's body has ended and waits for post-execute when the host cancels; the new holder
     (spawned as c2 blocked) is cancelled before its first step, so its own handler never
-    runs: c1 is still published, and nothing stays in flight."""
+    runs: c1 is still published, and nothing stays in flight.
+
+    The window is one loop turn wide, and asyncio runs ready callbacks in order: one
+    checkpoint after c1's gate opens lets c1 end and the holder start c2 and spawn the next
+    holder, which has not run yet when the host cancels.
+    """
     registry = ToolRegistry()
     published = _published(registry)
     loop = asyncio.get_running_loop()
@@ -72,10 +77,9 @@ async def test_a_holder_cancelled_before_it_ever_ran_loses_no_result() -> None:
             registry, _calls("c0", "c1", "c2"), signal=AbortController().signal, max_parallel=2
         )
     )
-    for _ in range(10):
-        await asyncio.sleep(0)  # c0 and c1 blocked; the holder waits for a free slot
+    await anyio.wait_all_tasks_blocked()  # c0 and c1 blocked; the holder waits for a slot
     gates["c1"].set_result(None)  # c1's body ends, and wakes the holder (which starts c2)
-    await asyncio.sleep(0)
+    await anyio.lowlevel.checkpoint()
     host.cancel()
     with pytest.raises(asyncio.CancelledError):
         await host
