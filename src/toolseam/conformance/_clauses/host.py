@@ -83,12 +83,17 @@ async def _awaited(kit: Kit) -> str:
     requires=["host_cancel"],
 )
 async def _one_result(kit: Kit) -> str:
-    running = await _host_cancelled(kit)
+    return await _one_aborted_result(kit, sync=False)
+
+
+async def _one_aborted_result(kit: Kit, *, sync: bool) -> str:
+    running = await _host_cancelled(kit, sync=sync)
     running.open("c1", "cleanup")
     await running.finish()
     published = running.published("c1")
+    call = "thread call" if sync else "call"
     if not published:
-        kit.fail("the registry gave no result for the host-cancelled call")
+        kit.fail(f"the registry gave no result for the host-cancelled {call}")
     kit.check(len(published) == 1, f"the registry announced {len(published)} results")
     expect_status(kit, published[0], "aborted")
     return "one ABORTED result"
@@ -149,12 +154,4 @@ async def _thread_awaited(kit: Kit) -> str:
     requires=["host_cancel", "sync_bodies"],
 )
 async def _thread_one_result(kit: Kit) -> str:
-    running = await _host_cancelled(kit, sync=True)
-    running.open("c1", "cleanup")
-    await running.finish()
-    published = running.published("c1")
-    if not published:
-        kit.fail("the registry gave no result for the host-cancelled thread call")
-    kit.check(len(published) == 1, f"the registry announced {len(published)} results")
-    expect_status(kit, published[0], "aborted")
-    return "one ABORTED result"
+    return await _one_aborted_result(kit, sync=True)
