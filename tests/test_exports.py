@@ -33,6 +33,13 @@ FINAL_CLASSES = [
     "FrozenList",
     "ToolCall",
     "CallOutcome",
+    "ToolHost",
+    "ProgressEvent",
+    "LogEvent",
+    "ElicitationRequest",
+    "Elicited",
+    "SamplingRequest",
+    "Sampled",
 ]
 
 
@@ -80,3 +87,5 @@ def test_codes_are_final_literals() -> None:
         "TOOL_ERROR_WITHOUT_CODE",
     ):
         assert annotations[code] == "Final", code
+    for code in ("CAPABILITY_UNAVAILABLE", "CAPABILITY_FAILED"):
+        assert toolseam._capabilities.__annotations__[code] == "Final", code

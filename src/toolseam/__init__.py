@@ -11,6 +11,16 @@ from ._approval import ApprovalService as ApprovalService
 from ._batch import CallOutcome as CallOutcome
 from ._batch import ToolCall as ToolCall
 from ._batch import run_tool_calls as run_tool_calls
+from ._capabilities import CAPABILITY_FAILED as CAPABILITY_FAILED
+from ._capabilities import CAPABILITY_UNAVAILABLE as CAPABILITY_UNAVAILABLE
+from ._capabilities import ElicitationRequest as ElicitationRequest
+from ._capabilities import Elicited as Elicited
+from ._capabilities import LogEvent as LogEvent
+from ._capabilities import LogLevel as LogLevel
+from ._capabilities import ProgressEvent as ProgressEvent
+from ._capabilities import Sampled as Sampled
+from ._capabilities import SamplingRequest as SamplingRequest
+from ._capabilities import ToolEvent as ToolEvent
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
 from ._decisions import Ask as Ask
@@ -53,6 +63,7 @@ from ._signals import AbortSignal as AbortSignal
 from ._signals import FusedSignal as FusedSignal
 from ._signals import fuse as fuse
 from ._stages import AroundDispatch as AroundDispatch
+from ._stages import EventListener as EventListener
 from ._stages import Guard as Guard
 from ._stages import Next as Next
 from ._stages import PostExecuteListener as PostExecuteListener
@@ -63,9 +74,12 @@ from ._views import ExecutionToken as ExecutionToken
 from ._views import ToolDispatchExecution as ToolDispatchExecution
 from ._views import ToolExecution as ToolExecution
 from ._views import ToolExecutionInput as ToolExecutionInput
+from ._views import ToolHost as ToolHost
 from ._views import ToolRunContext as ToolRunContext
 
 __all__ = (
+    "CAPABILITY_FAILED",
+    "CAPABILITY_UNAVAILABLE",
     "INVALID_ARGS",
     "INVALID_TOOL_OUTPUT",
     "TOOL_ABORTED",
@@ -87,21 +101,29 @@ __all__ = (
     "CallOutcome",
     "ContentBlock",
     "Deny",
+    "ElicitationRequest",
+    "Elicited",
     "ErrorInfo",
+    "EventListener",
     "ExecutionToken",
     "FrozenDict",
     "FrozenList",
     "FusedSignal",
     "Guard",
     "JsonValue",
+    "LogEvent",
+    "LogLevel",
     "Next",
     "PostDecision",
     "PostExecuteListener",
     "PreDecision",
     "PreExecuteListener",
+    "ProgressEvent",
     "Registration",
     "ReplaceValue",
     "ResultObserver",
+    "Sampled",
+    "SamplingRequest",
     "ToolArgsError",
     "ToolCall",
     "ToolDecorator",
@@ -109,9 +131,11 @@ __all__ = (
     "ToolDispatchExecution",
     "ToolError",
     "ToolErrorDetail",
+    "ToolEvent",
     "ToolExecution",
     "ToolExecutionInput",
     "ToolFailure",
+    "ToolHost",
     "ToolNotFoundError",
     "ToolOutputError",
     "ToolRegistry",
