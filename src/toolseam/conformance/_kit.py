@@ -34,13 +34,15 @@ __all__ = ["LET_RUN_ROUNDS", "WATCHDOG", "Failed", "Kit", "Running"]
 WATCHDOG: Final = 10.0
 """Seconds a clause waits for a registry that neither returns nor tells its body."""
 
-LET_RUN_ROUNDS: Final = 8
-"""How often `Kit.let_run` waits for every task to block before the kit opens a gate.
+LET_RUN_ROUNDS: Final = 64
+"""At most this many rounds of `Kit.let_run` before the kit opens a gate regardless.
 
-anyio's `wait_all_tasks_blocked` on asyncio counts a task whose wake-up is already queued
-as a loop callback as blocked (a done-callback of ``asyncio.wait``, a ``call_soon`` hop):
-each further round lets one more generation of callbacks run. It only widens the chances a
-racing registry has to return before the gate opens; the verdict is the sequence numbers.
+A round waits until every task is blocked (`anyio.wait_all_tasks_blocked`). On trio that
+sees the whole run queue. On asyncio it counts a task whose wake-up is already queued as a
+loop callback (a done-callback of ``asyncio.wait``, a ``call_soon`` hop) as blocked, so the
+rounds go on while the loop's ready queue holds callbacks. Letting things run only widens
+the chance a racing registry has to return before the gate opens; the verdict is the
+sequence numbers.
 """
 
 
@@ -49,6 +51,18 @@ def _current_asyncio_task() -> asyncio.Task[object] | None:
         return asyncio.current_task()
     except RuntimeError:
         return None  # not on asyncio
+
+
+def _callbacks_queued() -> bool:
+    """Whether the event loop has callbacks queued to run (trio: none outside its tasks)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False  # trio: wait_all_tasks_blocked has seen its whole run queue
+    # CPython's loops keep their ready queue in `_ready`; a loop that hides it (uvloop) gets
+    # every round.
+    ready: object = getattr(loop, "_ready", None)
+    return True if ready is None else bool(ready)  # pyright: ignore[reportUnknownArgumentType]
 
 
 class _Cancelled(Exception):
@@ -273,9 +287,15 @@ class Kit:
 
     @staticmethod
     async def let_run() -> None:
-        """Let every task that can run, run (`LET_RUN_ROUNDS` times over); never evidence."""
+        """Let every task and loop callback that can run, run; never evidence.
+
+        Returns once every other task is blocked with no callback queued, or after
+        `LET_RUN_ROUNDS` rounds.
+        """
         for _ in range(LET_RUN_ROUNDS):
             await anyio.wait_all_tasks_blocked()
+            if not _callbacks_queued():
+                return
 
     async def wait(self, condition: Callable[[], bool], what: str) -> None:
         """Wait for ``condition()``; fail the clause if the watchdog expires first."""
