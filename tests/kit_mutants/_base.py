@@ -68,20 +68,26 @@ async def race_abort(
     """
     if _on_asyncio():
         job = asyncio.ensure_future(work())
-        _ABANDONED.add(job)  # type: ignore[arg-type]
-        job.add_done_callback(_ABANDONED.discard)  # type: ignore[arg-type]
         abort = asyncio.ensure_future(aborted())
-        done, _ = await asyncio.wait({job, abort}, return_when=asyncio.FIRST_COMPLETED)
-        abort.cancel()
+        try:
+            done, _ = await asyncio.wait({job, abort}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            abort.cancel()
+            if not job.done():  # abandoned: at the abort, or at the host's cancellation
+                _ABANDONED.add(job)  # type: ignore[arg-type]
+                job.add_done_callback(_forget)
+        await asyncio.wait({abort})  # the registry's own helper: gone before it returns
         return (job.result(),) if job in done else None
     import trio
 
-    box: list[T] = []
+    outcome: list[tuple[T] | BaseException] = []
     finished = anyio.Event()
 
     async def run() -> None:
         try:
-            box.append(await work())
+            outcome.append((await work(),))
+        except Exception as error:  # read below, unless the work was abandoned by then
+            outcome.append(error)
         finally:
             finished.set()
 
@@ -94,4 +100,15 @@ async def race_abort(
 
         group.start_soon(until, finished.wait)
         group.start_soon(until, aborted)
-    return (box[0],) if box else None
+    if not outcome:
+        return None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _forget(job: asyncio.Future[object]) -> None:
+    """An abandoned task ended: nobody reads what it raised."""
+    _ABANDONED.discard(job)  # type: ignore[arg-type]
+    if not job.cancelled():
+        job.exception()

@@ -140,6 +140,23 @@ class TearsDelegateDown(ToolseamMutant):
         return await run_on(registry, scenario)
 
 
+class AbandonsDelegate(ToolseamMutant):
+    """Installs a wrapper that answers ABORTED at the abort, leaving what it delegated to
+    (the rest of the chain and the body, async or in a thread) running."""
+
+    async def run(self, scenario: Scenario) -> Sequence[Outcome]:
+        registry = registry_for(scenario)
+
+        async def abandoning(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            result = await race_abort(next, exec.signal.wait)
+            if result is not None:
+                return result[0]
+            return ToolFailure.from_message("abandoned", info=ErrorInfo("AbortError", "ABORTED"))
+
+        registry.on_execute(abandoning)
+        return await run_on(registry, scenario)
+
+
 class SwallowsHost(ToolseamMutant):
     """Swallows the host's cancellation: the call returns as if nothing happened."""
 
@@ -291,6 +308,25 @@ MUTANTS: tuple[Mutant, ...] = (
                 "abort.no-racing",
                 "abort.failure-stays",  # the body never got to fail: torn down, it is ABORTED
                 "abort.before-delegating",  # the kit's wrapper is the delegate torn down
+                "nested.parent-signal",
+            }
+        ),
+    ),
+    Mutant(
+        "abandons-delegate",
+        AbandonsDelegate,
+        frozenset(
+            {
+                "abort.quiescent",
+                "abort.no-racing",
+                "abort.failure-stays",  # it answered ABORTED before the body could fail
+                "thread.awaited",
+                # The abandoned body runs in a task the host's cancellation never reaches.
+                "host.body-told",
+                "host.awaited",
+                "host.thread-awaited",
+                "batch.drained",
+                "abort.before-delegating",  # the kit's wrapper is the delegate abandoned
                 "nested.parent-signal",
             }
         ),
