@@ -205,12 +205,10 @@ class Running:
     def not_awaited(self, key: str, what: str) -> str:
         """Why ``key`` counts as not awaited, in words, with the sequence numbers."""
         finished_at = self._kit.probe.body(key).finished_at
+        returned = f"the call returned at step {self.returned_at}"
         if finished_at is None:
-            return f"{what} (it never finished)"
-        returned = self.returned_at
-        return (
-            f"{what} (the call returned at step {returned}; {key} finished at step {finished_at})"
-        )
+            return f"{what} ({returned}; {key} had not finished by then)"
+        return f"{what} ({returned}; {key} finished at step {finished_at})"
 
     async def finish(self) -> Sequence[Outcome]:
         """Open every gate, wait for `run` to end; the outcomes it returned (if any)."""
