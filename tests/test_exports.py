@@ -77,5 +77,6 @@ def test_codes_are_final_literals() -> None:
         "UNKNOWN_TOOL",
         "INVALID_ARGS",
         "INVALID_TOOL_OUTPUT",
+        "TOOL_ERROR_WITHOUT_CODE",
     ):
         assert annotations[code] == "Final", code

@@ -27,6 +27,7 @@ from ._errors import INVALID_ARGS as INVALID_ARGS
 from ._errors import INVALID_TOOL_OUTPUT as INVALID_TOOL_OUTPUT
 from ._errors import TOOL_ABORTED as TOOL_ABORTED
 from ._errors import TOOL_ABORTED_BEFORE_DISPATCH as TOOL_ABORTED_BEFORE_DISPATCH
+from ._errors import TOOL_ERROR_WITHOUT_CODE as TOOL_ERROR_WITHOUT_CODE
 from ._errors import TOOL_TIMEOUT as TOOL_TIMEOUT
 from ._errors import UNKNOWN_TOOL as UNKNOWN_TOOL
 from ._errors import AbortError as AbortError
@@ -69,6 +70,7 @@ __all__ = (
     "INVALID_TOOL_OUTPUT",
     "TOOL_ABORTED",
     "TOOL_ABORTED_BEFORE_DISPATCH",
+    "TOOL_ERROR_WITHOUT_CODE",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
     "AbortController",

@@ -240,6 +240,20 @@ class ToolRegistry:
         """Add a guard: after an allowing pre-execute chain, a returned string denies."""
         return self._guards.add(guard)
 
+    def _install_hook(self, hook: _hooks.CallHook) -> Registration:
+        """Add a call hook (tracing hook; see _hooks); the `Registration` takes it out.
+
+        Later calls see the change; a call in flight may see a hook's publish without its
+        start, or its start without its publish, which is why removal is the hook's business
+        too (see `toolseam.tracing`).
+        """
+        self._hooks = (*self._hooks, hook)
+
+        def uninstall() -> None:
+            self._hooks = tuple(h for h in self._hooks if h is not hook)
+
+        return Registration(uninstall)
+
     # -- classification ----------------------------------------------------------------
 
     def execution_mode(self, input: ToolExecutionInput) -> Literal["parallel", "exclusive"]:

@@ -27,7 +27,6 @@ from opentelemetry.trace import (
 )
 
 from . import __version__
-from ._hooks import install
 from ._json import dumps
 from ._registration import Registration
 from ._registry import ToolRegistry
@@ -101,7 +100,7 @@ def instrument(
         raise TypeError(f"instrument(capture_content=...) must be a bool, got {flag!r}")
     tracer = trace.get_tracer("toolseam", __version__, tracer_provider)
     hook = _SpanHook(registry, tracer, capture_content=capture_content)
-    hook.installed = install(registry, hook)
+    hook.installed = registry._install_hook(hook)
     return Registration(hook.remove)
 
 
