@@ -203,6 +203,7 @@ class Run:
         """The context this run adds to its ``run_code`` result, whatever that result is."""
         return {
             CONTEXT_KEY: {
+                "worker_pid": self._sandbox.pid,
                 "stdout": self._sandbox.output.output,
                 "nested_calls": self.nested_calls,
             }
