@@ -24,7 +24,6 @@ from toolseam import (
     TOOL_ABORTED_BEFORE_DISPATCH,
     TOOL_TIMEOUT,
     AbortController,
-    Allow,
     Deny,
     ExecutionToken,
     Next,
@@ -255,13 +254,16 @@ async def test_program_errors_come_back_with_their_traceback() -> None:
         raised = await run_code(tools, "def f():\n    return 1 / 0\nprint('before')\nf()")
         unparsable = await run_code(tools, "def f(:\n    pass")
         unknown = await run_code(tools, "nope(x=1)")
-    assert isinstance(raised, ToolFailure) and raised.code == PTC_ERROR
+    assert isinstance(raised, ToolFailure)
+    assert raised.code == PTC_ERROR
     assert "ZeroDivisionError: division by zero" in raised.error.message
     assert "line 2, in f" in raised.error.message
     assert "printed:\nbefore" in text(raised)
-    assert isinstance(unparsable, ToolFailure) and unparsable.code == PTC_ERROR
+    assert isinstance(unparsable, ToolFailure)
+    assert unparsable.code == PTC_ERROR
     assert "SyntaxError" in unparsable.error.message
-    assert isinstance(unknown, ToolFailure) and "NameError" in unknown.error.message
+    assert isinstance(unknown, ToolFailure)
+    assert "NameError" in unknown.error.message
     assert codes(unknown) == []
 
 
@@ -269,7 +271,8 @@ async def test_a_long_traceback_is_bounded() -> None:
     tools = Tools()
     async with opened(tools, limits=PtcLimits(output_chars=600)):
         result = await run_code(tools, "raise ValueError('x' * 5000 + ' the end')")
-    assert isinstance(result, ToolFailure) and result.code == PTC_ERROR
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_ERROR
     assert "characters cut" in result.error.message
     assert len(result.error.message) < 700
     assert result.error.message.startswith("Traceback (most recent call last):")
@@ -319,7 +322,8 @@ PARALLEL_THEN_MORE = (
 def assert_stopped_in_order(tools: Tools, result: ToolResult) -> None:
     """Told and awaited; the call after the stop never ran; the sandbox process is gone."""
     assert sorted(tools.started) == [0, 1, 2]
-    assert sorted(tools.told) == [0, 1, 2] and sorted(tools.ended) == [0, 1, 2]
+    assert sorted(tools.told) == [0, 1, 2]
+    assert sorted(tools.ended) == [0, 1, 2]
     assert tools.cancelled == []
     assert 99 not in tools.started
     listed = codes(result)
@@ -337,7 +341,8 @@ def assert_stopped_in_order(tools: Tools, result: ToolResult) -> None:
     # The sandbox was still running while each nested call was told and settled: it is
     # stopped only after them; and it is gone once run_code has returned.
     assert all(pid in workers for workers in tools.workers_when_told)
-    assert isinstance(pid, int) and not alive(pid)
+    assert isinstance(pid, int)
+    assert not alive(pid)
 
 
 async def test_abort_tells_and_awaits_nested_calls_then_kills_the_sandbox() -> None:
@@ -353,7 +358,8 @@ async def test_abort_tells_and_awaits_nested_calls_then_kills_the_sandbox() -> N
         await tools.all_started.wait()
         stop.abort()
     (result,) = outcome
-    assert isinstance(result, ToolFailure) and result.code == TOOL_ABORTED
+    assert isinstance(result, ToolFailure)
+    assert result.code == TOOL_ABORTED
     assert_stopped_in_order(tools, result)
     assert "refused: ABORTED_BEFORE_DISPATCH" in context(result)["stdout"]
 
@@ -362,7 +368,8 @@ async def test_timeout_is_tool_timeout_through_the_same_path() -> None:
     tools = Tools(expected=3)
     async with opened(tools, timeout=0.2):
         result = await run_code(tools, PARALLEL_THEN_MORE)
-    assert isinstance(result, ToolFailure) and result.code == TOOL_TIMEOUT
+    assert isinstance(result, ToolFailure)
+    assert result.code == TOOL_TIMEOUT
     assert_stopped_in_order(tools, result)
 
 
@@ -378,7 +385,8 @@ async def test_host_cancellation_tells_nested_calls_and_propagates() -> None:
         # The host's cancellation reached run_code; nested bodies heard it through their
         # signal (none was torn down), and the call published its one result.
         (published,) = [result for exec, result in tools.results if exec.name == "run_code"]
-    assert isinstance(published, ToolFailure) and published.code == TOOL_ABORTED
+    assert isinstance(published, ToolFailure)
+    assert published.code == TOOL_ABORTED
     assert_stopped_in_order(tools, published)
 
 
@@ -386,7 +394,8 @@ async def test_wall_clock_limit_is_ptc_limit() -> None:
     tools = Tools()
     async with opened(tools, limits=PtcLimits(wall_clock=0.2)):
         result = await run_code(tools, "lookup_sync(key='a')\nwhile True:\n    pass")
-    assert isinstance(result, ToolFailure) and result.code == PTC_LIMIT
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_LIMIT
     assert "wall-clock limit of 0.2s" in result.error.message
     assert codes(result) == [("lookup", "OK")]
     assert not alive(context(result)["worker_pid"])
@@ -405,22 +414,27 @@ async def test_memory_limit_is_ptc_limit_even_when_the_program_catches_it() -> N
     )
     async with opened(tools, limits=PtcLimits(memory=2_000_000)):
         result = await run_code(tools, code)
-    assert isinstance(result, ToolFailure) and result.code == PTC_LIMIT
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_LIMIT
     assert "memory limit of 2000000 bytes" in result.error.message
 
 
 async def test_nested_call_limit_is_ptc_limit_and_the_extra_call_never_runs() -> None:
     tools = Tools()
-    code = "n = 0\nwhile True:\n    try:\n        lookup_sync(key='k')\n    except Exception:\n        n += 1\n"
+    code = (
+        "while True:\n    try:\n        lookup_sync(key='k')\n    except Exception:\n        pass\n"
+    )
     async with opened(tools, limits=PtcLimits(nested_calls=3)):
         result = await run_code(tools, code)
-    assert isinstance(result, ToolFailure) and result.code == PTC_LIMIT
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_LIMIT
     assert "more than 3 tool calls" in result.error.message
     listed = codes(result)
     assert listed[:3] == [("lookup", "OK")] * 3
     # The program swallows every failure and calls again: each extra call is listed, never
     # ran, and has exactly one published result; the grace then ends the program.
-    assert listed[3:] and set(listed[3:]) == {("lookup", TOOL_ABORTED_BEFORE_DISPATCH)}
+    assert listed[3:]
+    assert set(listed[3:]) == {("lookup", TOOL_ABORTED_BEFORE_DISPATCH)}
     assert len(tools.parents) == 3
     assert len(tools.nested_results(run_token(tools))) == len(listed)
     assert not alive(context(result)["worker_pid"])
@@ -441,7 +455,8 @@ async def test_a_sandbox_that_dies_is_ptc_crash_and_keeps_its_call_list() -> Non
         killer.registry.register(run)
         pids_in_use.update(monty_workers())
         result = await run_code(killer, "crash_sync(i=1)\nwhile True:\n    pass")
-    assert isinstance(result, ToolFailure) and result.code == PTC_CRASH
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_CRASH
     assert codes(result) == [("crash", "OK")]
     assert not monty_workers()
 
@@ -461,7 +476,8 @@ async def test_a_stopped_program_may_end_by_itself_within_the_grace() -> None:
         stop.abort()
     (result,) = outcome
     # The program ended on its own (no 30 s grace waited out); the worker is gone all the same.
-    assert isinstance(result, ToolFailure) and result.code == TOOL_ABORTED
+    assert isinstance(result, ToolFailure)
+    assert result.code == TOOL_ABORTED
     assert context(result)["stdout"] == "stopping: ABORTED: tool call aborted\n"
     assert not alive(context(result)["worker_pid"])
 
@@ -474,25 +490,27 @@ async def test_a_call_outside_the_pool_is_ptc_closed_without_a_worker() -> None:
     run = ptc_tool(tools.registry, tools=["lookup"])
     tools.registry.register(run)
     result = await run_code(tools, "lookup_sync(key='a')")
-    assert isinstance(result, ToolFailure) and result.code == PTC_CLOSED
-    assert tools.parents == [] and not monty_workers()
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_CLOSED
+    assert tools.parents == []
+    assert not monty_workers()
 
 
 async def test_closing_the_pool_stops_a_run_and_leaves_no_worker() -> None:
     tools = Tools(expected=1)
     outcome: list[ToolResult] = []
-    async with anyio.create_task_group() as tg:
-        async with opened(tools) as run:
+    async with anyio.create_task_group() as tg, opened(tools) as run:
 
-            async def call() -> None:
-                outcome.append(await run_code(tools, "await wait(i=0)"))
+        async def call() -> None:
+            outcome.append(await run_code(tools, "await wait(i=0)"))
 
-            tg.start_soon(call)
-            await tools.all_started.wait()
-            await run.aclose()
-            assert not monty_workers()
+        tg.start_soon(call)
+        await tools.all_started.wait()
+        await run.aclose()
+        assert not monty_workers()
     (result,) = outcome
-    assert isinstance(result, ToolFailure) and result.code == PTC_CLOSED
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_CLOSED
     assert codes(result) == [("wait", TOOL_ABORTED)]
 
 
@@ -508,7 +526,8 @@ async def test_host_cancellation_of_the_pool_owner_leaves_no_worker() -> None:
             scope.cancel()
     assert scope.cancelled_caught
     assert not monty_workers()
-    assert sorted(tools.told) == [0, 1] and tools.cancelled == []
+    assert sorted(tools.told) == [0, 1]
+    assert tools.cancelled == []
 
 
 @pytest.fixture(autouse=True)
