@@ -15,7 +15,7 @@ import anyio.to_thread
 from pydantic_monty import Monty
 
 from .._definitions import ToolSchema, check_timeout
-from .._errors import ToolArgsError
+from .._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, ToolArgsError
 from .._json import FrozenDict, JsonValue
 from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolFailure, ToolResult, render_value, text_block
@@ -26,7 +26,8 @@ from ._stubs import SYNC_SUFFIX, describe, positional_names
 
 __all__ = ["PtcLimits", "PtcTool", "ptc_tool"]
 
-_NEVER_RAN: Final = "ABORTED_BEFORE_DISPATCH"
+_NEVER_RAN: Final = TOOL_ABORTED_BEFORE_DISPATCH
+_STOPPED: Final = TOOL_ABORTED
 # How many runs may wait in worker threads at once (each run uses one at a time).
 _THREADS: Final = 64
 
@@ -73,6 +74,8 @@ def _listing(nested: Sequence[Any]) -> str:
         line = f"{index}. {entry.get('name')} {bounded(arguments, 200)} -> {code}"
         if code == _NEVER_RAN:
             line += " (never ran)"
+        elif code == _STOPPED:
+            line += " (stopped while it ran)"
         elif "error" in entry:
             line += f": {entry['error']}"
         lines.append(line)
