@@ -208,7 +208,7 @@ class PtcTool:
         text = f"output: {output}"
         stdout = value.get("stdout")
         if isinstance(stdout, str) and stdout:
-            text += f"\nprinted:\n{stdout}"
+            text += f"\nprinted:\n{stdout.rstrip()}"
         return (text_block(text),)
 
     def is_concurrency_safe(self, args: str, /) -> bool:
@@ -226,7 +226,7 @@ class PtcTool:
         if isinstance(result, ToolFailure):
             stdout = context.get("stdout")
             if isinstance(stdout, str) and stdout:
-                blocks.append(text_block(f"printed:\n{stdout}"))
+                blocks.append(text_block(f"printed:\n{stdout.rstrip()}"))
         blocks.append(text_block(_listing(context.get("nested_calls", ()))))
         return blocks
 
