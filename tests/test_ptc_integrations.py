@@ -86,9 +86,10 @@ async def test_pydantic_ai_agent_calls_run_code_and_reads_the_outcome_list() -> 
             if isinstance(part, ToolReturnPart)
         ]
         if not returns:
-            assert "async def weather(*, city: str) -> Any:" in {
-                tool.name: tool.description for tool in info.function_tools
-            }["run_code"]
+            assert (
+                "async def weather(*, city: str) -> Any:"
+                in {tool.name: tool.description for tool in info.function_tools}["run_code"]
+            )
             return ModelResponse(parts=[ToolCallPart("run_code", {"code": PROGRAM}, "call_1")])
         returned.append(returns[0].content)
         return ModelResponse(parts=[TextPart("ok")])
@@ -142,9 +143,7 @@ async def test_langchain_tool_message_carries_the_outcome_list() -> None:
             [
                 AIMessage(
                     "",
-                    tool_calls=[
-                        {"name": "run_code", "args": {"code": PROGRAM}, "id": "call_1"}
-                    ],
+                    tool_calls=[{"name": "run_code", "args": {"code": PROGRAM}, "id": "call_1"}],
                 )
             ]
         )
@@ -152,9 +151,7 @@ async def test_langchain_tool_message_carries_the_outcome_list() -> None:
     turn = model.invoke([HumanMessage("temperatures?")])
     assert isinstance(turn, AIMessage)
     async with sandboxed() as (registry, seen):
-        (reply,) = await run_ai_message_tool_calls(
-            registry, turn, signal=AbortController().signal
-        )
+        (reply,) = await run_ai_message_tool_calls(registry, turn, signal=AbortController().signal)
     assert reply.tool_call_id == "call_1"
     assert reply.status == "success"
     assert isinstance(reply.content, str)
