@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -541,3 +543,8 @@ def test_invalid_limits_are_refused() -> None:
         PtcLimits(wall_clock=0)
     with pytest.raises(ValueError, match="max_parallel"):
         PtcLimits(max_parallel=0)
+
+
+def test_import_toolseam_does_not_import_monty() -> None:
+    probe = "import sys, toolseam; assert 'pydantic_monty' not in sys.modules, sorted(sys.modules)"
+    subprocess.run([sys.executable, "-c", probe], check=True)
