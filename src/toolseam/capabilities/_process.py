@@ -10,6 +10,7 @@ import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from signal import SIGKILL, SIGTERM, Signals
 from typing import IO, Any, Final, TypeAlias, final
 
@@ -17,8 +18,8 @@ import anyio
 import anyio.abc
 
 from .._errors import ToolError
-from .._signals import AbortSignal
-from ._abort import run_unless_aborted
+from .._signals import AbortController, AbortSignal, fuse
+from ._abort import finish_on_cancel, run_unless_aborted
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -170,6 +171,29 @@ async def run_process(
     args = tuple(argv)
     await anyio.lowlevel.checkpoint()
     signal.raise_if_aborted()
+    host = AbortController()
+    with fuse(signal, host.signal) as stop:
+        # Host cancellation stops the group as an abort does, then propagates unchanged.
+        result = await finish_on_cancel(
+            partial(_run, args, stop.signal, grace, input, stdout, stderr, max_output, cwd, env),
+            host.abort,
+        )
+    if check:
+        result.check_returncode()
+    return result
+
+
+async def _run(
+    args: tuple[StrOrBytesPath, ...],
+    signal: AbortSignal,
+    grace: float,
+    input: bytes | None,
+    stdout: int | IO[Any] | None,
+    stderr: int | IO[Any] | None,
+    max_output: int,
+    cwd: StrOrBytesPath | None,
+    env: Mapping[str, str] | None,
+) -> ProcessResult:
     outputs = (
         _Capture(max_output) if stdout == subprocess.PIPE else None,
         _Capture(max_output) if stderr == subprocess.PIPE else None,
@@ -185,7 +209,7 @@ async def run_process(
             await process.aclose()
     signal.raise_if_aborted()
     out, err = outputs
-    result = ProcessResult(
+    return ProcessResult(
         args=args,
         returncode=_exit_status(process),
         stdout=None if out is None else out.value(),
@@ -193,9 +217,6 @@ async def run_process(
         stdout_dropped=0 if out is None else out.dropped,
         stderr_dropped=0 if err is None else err.dropped,
     )
-    if check:
-        result.check_returncode()
-    return result
 
 
 def _check_arguments(argv: object, signal: object, grace: object, max_output: object) -> None:
@@ -312,7 +333,7 @@ async def _stop_on_abort(process: anyio.abc.Process, signal: AbortSignal, grace:
 
 
 async def _stop(process: anyio.abc.Process, grace: float) -> None:
-    """Stop the group (SIGTERM, SIGKILL after ``grace``) and wait for the process to exit.
+    """Stop the group (SIGTERM, SIGKILL after ``grace``) and wait until none of it runs.
 
     The caller shields it. After an exit, only what is left in the group gets SIGKILL.
     """
@@ -324,6 +345,42 @@ async def _stop(process: anyio.abc.Process, grace: float) -> None:
             _warn_kill(process, grace)
     _signal_group(process, SIGKILL)
     await process.wait()
+    # SIGKILL takes effect when each process is next scheduled, not when kill() returns.
+    delay = 0.001
+    while _group_runs(process.pid):
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of ``group`` still runs; zombies do not run, and never end here.
+
+    Where no init process reaps orphans (a container's), a killed grandchild stays a zombie
+    for good, and ``killpg(group, 0)`` goes on finding it: ``/proc`` tells the two apart.
+    """
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # macOS: a group of zombies only
+    try:
+        entries = os.listdir("/proc")
+    except FileNotFoundError:
+        return True  # no /proc: the group is gone when killpg() no longer finds it
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue  # it has just ended
+        # pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+        state, _, pgrp = stat[stat.rindex(b")") + 2 :].split(b" ", 3)[:3]
+        if int(pgrp) == group and state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(process: anyio.abc.Process, signum: Signals) -> None:
