@@ -551,3 +551,30 @@ class TestMisuse:
 
     def test_the_default_grace_is_trio_s(self) -> None:
         assert DEFAULT_GRACE == 5.0
+
+
+class TestPublicNames:
+    def test_all_matches_the_public_names_exactly(self) -> None:
+        import inspect
+
+        import toolseam.capabilities as capabilities
+
+        public = {
+            name
+            for name, value in vars(capabilities).items()
+            if not name.startswith("_") and not inspect.ismodule(value)
+        }
+        # The HTTP helpers are imported on first use (they need httpx): listed, not loaded.
+        assert set(capabilities.__all__) == public | {"http_request", "http_stream"}
+        assert len(capabilities.__all__) == len(set(capabilities.__all__))
+        for name in capabilities.__all__:
+            value = getattr(capabilities, name)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert value.__module__ == "toolseam.capabilities", name
+                assert inspect.getdoc(value), name
+
+    def test_the_result_is_final_and_frozen(self) -> None:
+        assert getattr(ProcessResult, "__final__", False) is True
+        result = ProcessResult(args=("true",), returncode=0, stdout=b"", stderr=None)
+        with pytest.raises(AttributeError):
+            result.returncode = 1  # type: ignore[misc]
