@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -380,6 +381,43 @@ class TestInsideARegistry:
         assert result.code == TOOL_ABORTED
         # When the registry published the call's one result, no process of it ran any more.
         assert quiet == [True]
+
+    async def test_a_sync_body_runs_it_through_anyio_from_thread(
+        self, script: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        pids: list[int] = []
+        quiet: list[bool] = []
+        registry = ToolRegistry()
+
+        @define_tool(name="run_sync", description="Runs a program from a worker thread.")
+        def run_sync(args: TestInsideARegistry.Args, exec: ToolRunContext) -> int:
+            run = partial(run_process, args["argv"], signal=exec.signal, grace=0)
+            return anyio.from_thread.run(run).returncode
+
+        registry.register(run_sync)
+        registry.on_result(lambda exec, result: quiet.append(not any(map(_running, pids))))
+        controller = AbortController()
+        async with _reports() as reports, anyio.create_task_group() as group:
+            results: list[ToolResult] = []
+
+            async def call() -> None:
+                argv = _argv(script, reports, "ignore", 1)
+                call = ToolExecutionInput(
+                    call_id="c1",
+                    name="run_sync",
+                    arguments={"argv": argv},
+                    signal=controller.signal,
+                )
+                results.append(await registry.execute(call))
+
+            group.start_soon(call)
+            pids += await reports.ready(1)
+            controller.abort()
+        [result] = results
+        assert isinstance(result, ToolFailure)
+        assert result.code == TOOL_ABORTED
+        assert quiet == [True]
+        assert _kills(caplog) == []  # grace=0: SIGKILL at once, as asked, without a warning
 
     async def test_a_tool_timeout_stops_the_process_and_ends_timed_out(
         self, tmp_path: Path

@@ -391,6 +391,8 @@ def _signal_group(process: anyio.abc.Process, signum: Signals) -> None:
 
 
 def _warn_kill(process: anyio.abc.Process, grace: float) -> None:
+    if grace == 0:
+        return  # SIGKILL right away is what was asked for
     logger.warning(
         "process %d ignored SIGTERM for %ss; sending SIGKILL to its process group",
         process.pid,
