@@ -86,7 +86,8 @@ class ScriptedTool:
     Register it under `name`, with `description`, `parameters` and, where the registry has
     one, its `timeout`; call `run` from an async body, or `run_sync` from a synchronous one
     when `sync` is set (the registry should run it on a worker thread). `parallel` says the
-    tool is safe to run concurrently with others (the registry's parallel mode).
+    tool is safe to run concurrently with others (the registry's parallel mode). A body whose
+    `reaches` is not empty also needs the `Reach` the driver builds for it.
     """
 
     __slots__ = (

@@ -45,6 +45,7 @@ from .._scripts import ScriptedTool
 
 __all__ = [
     "ANSWER_SCHEMA",
+    "PROCESS_GRACE",
     "ExecReach",
     "Listen",
     "ToolseamDriver",
