@@ -255,7 +255,11 @@ class LeavesProcessGroup(ToolseamMutant):
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("late-progress", LateProgress, frozenset({"progress.after-settle"})),
+    Mutant(
+        "late-progress",
+        LateProgress,
+        frozenset({"progress.after-settle", "progress.after-settle-batch"}),
+    ),
     Mutant("batched-progress", BatchedProgress, frozenset({"progress.delivered"})),
     Mutant(
         "thread-progress-after-return", ThreadProgressAfterReturn, frozenset({"progress.thread"})

@@ -148,13 +148,15 @@ class Processes:
         self.recorded = True
 
     @property
-    def left(self) -> list[str]:
-        """What still ran when the call returned, in words (`record` must have run)."""
-        return [
-            f"{'the leader' if pid == self.leader else 'a child'} (pid {pid}, state {state})"
-            for pid, state in self.states.items()
-            if state not in _ENDED
-        ]
+    def left(self) -> str:
+        """What still ran when the call returned, in words (``""``: nothing)."""
+        running = [pid for pid, state in self.states.items() if state not in _ENDED]
+        children = sum(pid != self.leader for pid in running)
+        # No pids or states: the words go into reports, which should read the same each run.
+        parts = ["the leader"] if self.leader in running else []
+        if children:
+            parts.append(f"{children} of its {CHILDREN} children")
+        return " and ".join(parts)
 
     @property
     def ended(self) -> str:

@@ -131,6 +131,57 @@ async def _after_settle(kit: Kit) -> str:
     return f"dropped{raised}"
 
 
+@clause(
+    "progress.after-settle-batch",
+    "Progress a call reports after it settled, while the rest of its batch still runs, is dropped",
+    section=_SECTION,
+    requires=["progress", "batch"],
+)
+async def _after_settle_batch(kit: Kit) -> str:
+    late, held = (
+        kit.tool("late", "progress_late", parallel=True),
+        kit.tool("held", "slow", parallel=True),
+    )
+    calls = [kit.call("late", "c1"), kit.call("held", "c2")]
+    scenario = Scenario(tools=[late, held], calls=calls, batch=True, progress=_sink(kit))
+    running = kit.start(scenario)
+    await kit.wait(
+        lambda: (
+            running.done
+            or (kit.probe.body("c1").finished and kit.probe.body("c2").at_gate == "work")
+        ),
+        "c1 to return while c2 runs",
+    )
+    if running.done:
+        await running.finish()
+        kit.fail("the batch ended before c1 had returned while c2 ran: the calls did not overlap")
+    await kit.let_run()  # c1 settles while c2 holds the batch open
+    kept = late.kept.get("c1")
+    if kept is None:
+        await running.finish()
+        kit.fail("the body did not keep its way to report progress")
+    raised = ""
+    try:
+        await kept.progress(2, "after the call settled")
+    except Exception as error:  # refusing it is dropping it too
+        raised = f" (reporting raised {type(error).__name__})"
+    await kit.let_run()  # every chance to deliver it while the batch still runs
+    delivered = list(_received(kit, "c1"))
+    await running.finish()
+    for call_id in ("c1", "c2"):
+        expect_status(kit, running.outcome(call_id), "ok")
+    kit.check(
+        delivered[:1] == ["1|step 1"],
+        f"the progress c1 reported while it ran did not reach the caller: {_in_order(delivered)}",
+    )
+    kit.check(
+        not delivered[1:],
+        "while the batch still ran, the caller received progress c1 reported after it "
+        f"settled: {delivered[1:]}",
+    )
+    return f"dropped{raised}"
+
+
 # -- elicitation --------------------------------------------------------------------------
 
 Asking = Literal["answer", "hold"]
@@ -250,7 +301,7 @@ async def _process_stopped(kit: Kit, stop: Callable[[Running], object], how: str
         kit.check(watched.recorded, "the kit did not see the call return")
         left = watched.left
         if left:
-            kit.fail(f"when the {how} call returned, its processes still ran: " + ", ".join(left))
+            kit.fail(f"when the {how} call returned, {left} still ran")
     ended = watched.ended
     return f"none of the leader and its {CHILDREN} children ran when the call returned ({ended})"
 
