@@ -9,8 +9,12 @@
   kills this process mid-body);
 * ``recover``: launch DBOS, which recovers the workflows this executor left pending, wait
   for WORKFLOW_ID and print its recorded outcomes;
-* ``serve``: a queue worker (``DBOS_EXECUTOR``): runs the workflows enqueued on the
-  ``tools`` queue, one at a time, until killed.
+* ``serve``: a queue worker (executor id ``$DURABLE_EXECUTOR``): runs the workflows
+  enqueued on the ``tools`` queue, one at a time, until killed;
+* ``outage``: host a workflow of one ``pause`` call, whose body waits for a line on standard
+  input (the test stops the database meanwhile).
+
+Each workflow prints ``batch done <workflow id>`` once its batch has returned.
 
 Every body start is appended to the file named by ``DURABLE_RUNS`` (one call id a line): the
 count of a body's runs across processes.
@@ -84,8 +88,16 @@ async def read(args: NoArgs, exec: ToolRunContext) -> str:
     return "read"
 
 
+@define_tool(name="pause", description="Wait for a line on standard input.")
+async def pause(args: NoArgs, exec: ToolRunContext) -> str:
+    ran(exec.call_id)
+    line = await asyncio.to_thread(sys.stdin.readline)
+    print(f"finished {exec.call_id}", flush=True)
+    return line.strip()
+
+
 REGISTRY = ToolRegistry()
-for tool in (notify, write, read):
+for tool in (notify, write, read, pause):
     REGISTRY.register(tool)
 DURABLE = DurableTools(REGISTRY, poll_interval=0.05)
 
@@ -102,6 +114,7 @@ async def turn(calls: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
     outcomes = await DURABLE.run_tool_calls(
         [ToolCall(*call) for call in calls], signal=AbortController().signal
     )
+    print(f"batch done {DBOS.workflow_id}", flush=True)
     return [o.call.call_id for o in outcomes if isinstance(o.result, ToolSuccess)]
 
 
@@ -124,13 +137,15 @@ async def main() -> None:
             "name": "toolseam_durable_worker",
             "system_database_url": URL,
             "log_level": "CRITICAL",
+            "executor_id": os.environ.get("DURABLE_EXECUTOR", "local"),
         }
     )
     DBOS.launch()
     try:
-        if ROLE in ("host", "crash"):
+        if ROLE in ("host", "crash", "outage"):
+            calls = [("p1", "pause", {})] if ROLE == "outage" else TURN
             with SetWorkflowID(WORKFLOW_ID):
-                handle = await DBOS.start_workflow_async(turn, TURN)
+                handle = await DBOS.start_workflow_async(turn, calls)
             try:
                 await handle.get_result()
             except Exception as error:

@@ -8,25 +8,15 @@ would be: no cleanup runs in it.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 from dbos import DBOSClient
 
-WORKER = Path(__file__).with_name("durable_worker.py")
-# A worker imports DBOS (seconds on a small machine) before it does anything.
-PATIENCE = 90
+from worker_process import outcomes, run_counts, worker
 
 
 @pytest.fixture
@@ -42,73 +32,6 @@ def database() -> Iterator[tuple[str, Path]]:
         runs = Path(folder) / "runs"
         runs.touch()
         yield f"sqlite:///{Path(folder) / 'system.sqlite'}", runs
-
-
-class Worker:
-    """A worker process and the lines it prints."""
-
-    def __init__(self, process: Process) -> None:
-        self.process = process
-        assert process.stdout is not None
-        self._text = TextReceiveStream(process.stdout)
-        self._buffer = ""
-        self.lines: list[str] = []
-
-    async def line(self) -> str:
-        while "\n" not in self._buffer:
-            self._buffer += await self._text.receive()
-        line, self._buffer = self._buffer.split("\n", 1)
-        self.lines.append(line)
-        return line
-
-    async def expect(self, *wanted: str) -> None:
-        """Read lines until every one of ``wanted`` has been printed."""
-        missing = set(wanted)
-        with anyio.fail_after(PATIENCE):
-            while missing:
-                missing.discard(await self.line())
-
-    async def rest(self) -> list[str]:
-        """Every line until the worker exits."""
-        lines = []
-        with anyio.fail_after(PATIENCE):
-            try:
-                while True:
-                    lines.append(await self.line())
-            except anyio.EndOfStream:
-                pass
-            await self.process.wait()
-        return lines
-
-
-@asynccontextmanager
-async def worker(role: str, url: str, runs: Path, workflow_id: str = "") -> AsyncIterator[Worker]:
-    environment = {**os.environ, "DURABLE_RUNS": str(runs), "PYTHONUNBUFFERED": "1"}
-    process = await anyio.open_process(
-        [sys.executable, str(WORKER), role, url, workflow_id],
-        env=environment,
-        stderr=None,
-    )
-    try:
-        yield Worker(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.wait()
-
-
-def outcomes(lines: list[str]) -> list[dict[str, Any]]:
-    return [
-        json.loads(line.removeprefix("outcome ")) for line in lines if line.startswith("outcome ")
-    ]
-
-
-def run_counts(runs: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for call_id in runs.read_text().split():
-        counts[call_id] = counts.get(call_id, 0) + 1
-    return counts
 
 
 async def test_a_cancel_from_another_process_tells_the_body_and_records_every_outcome(
