@@ -25,6 +25,17 @@ import anyio.lowlevel
 import pytest
 from dbos import DBOS, Serializer, SetWorkflowID, SetWorkflowTimeout
 from dbos._error import DBOSAwaitedWorkflowCancelledError
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typing_extensions import TypedDict
 
 from toolseam import (
@@ -52,6 +63,7 @@ from toolseam.durable import (
     outcomes_from_steps,
     recorded_outcomes,
 )
+from toolseam.integrations.pydantic_ai import RegistryToolset
 
 
 @pytest.fixture
@@ -596,3 +608,83 @@ async def test_trio_is_refused_with_a_clear_error() -> None:
         r"trio: DBOS runs workflows and their steps as asyncio tasks and cannot host trio$",
     ):
         await DURABLE.run_tool_calls([], signal=AbortController().signal)
+
+
+# -- composed with pydantic-ai's own DBOS durability ---------------------------------------
+
+
+def refund_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Asks for one refund of the order named by the prompt, then answers with its result."""
+    if len(messages) == 1:
+        prompt = messages[0].parts[-1]
+        assert isinstance(prompt, UserPromptPart)
+        order = prompt.content
+        assert isinstance(order, str)
+        return ModelResponse(parts=[ToolCallPart("refund", {"order": order}, tool_call_id="r1")])
+    returned = messages[-1].parts[0]
+    assert isinstance(returned, ToolReturnPart)
+    return ModelResponse(parts=[TextPart(f"done: {returned.model_response_str()}")])
+
+
+class OrderArgs(TypedDict):
+    order: str
+
+
+@define_tool(name="refund", description="Refund an order.")
+async def refund_order(args: OrderArgs, exec: ToolRunContext) -> str:
+    PROBE.ran("refund")
+    if args["order"] == "slow":
+        if PROBE.started is not None:
+            PROBE.started.set()
+        await exec.signal.wait()
+        PROBE.told.append(exec.call_id)
+        exec.signal.raise_if_aborted()
+    return f"refunded {args['order']}"
+
+
+REGISTRY.register(refund_order)
+AGENT = Agent(
+    FunctionModel(refund_model),
+    name="refunds",
+    capabilities=[DBOSDurability()],
+    toolsets=[RegistryToolset(REGISTRY, execute=DURABLE.execute)],
+)
+
+
+@DBOS.workflow()
+async def agent_workflow(order: str) -> str:
+    return (await AGENT.run(order)).output
+
+
+async def test_pydantic_ai_dbos_durability_runs_each_registry_call_as_a_durable_step() -> None:
+    PROBE.reset()
+    workflow_id = new_id("agent")
+    with SetWorkflowID(workflow_id):
+        handle = await DBOS.start_workflow_async(agent_workflow, "A7")
+    assert await handle.get_result() == "done: refunded A7"
+    # pydantic-ai's model requests are its steps; the tool call is toolseam's.
+    assert await step_names(workflow_id) == [
+        "refunds__model.request",
+        "toolseam.dispatch:refund",
+        "toolseam:refund",
+        "refunds__model.request",
+    ]
+    fork = await DBOS.fork_workflow_async(workflow_id, 5)
+    assert await fork.get_result() == "done: refunded A7"
+    assert PROBE.runs == {"refund": 1}  # replayed, not run again
+
+
+async def test_pydantic_ai_under_dbos_cancel_tells_the_tool_body() -> None:
+    PROBE.reset()
+    workflow_id = new_id("agent-cancel")
+    with SetWorkflowID(workflow_id):
+        handle = await DBOS.start_workflow_async(agent_workflow, "slow")
+    assert PROBE.started is not None
+    await PROBE.started.wait()
+    await DBOS.cancel_workflow_async(workflow_id)
+    with pytest.raises(DBOSAwaitedWorkflowCancelledError):
+        await handle.get_result()
+    assert PROBE.told == ["r1"]
+    assert [summary(o) for o in await recorded_outcomes(workflow_id)] == [
+        ("r1", TOOL_ABORTED, "Error: tool call aborted", True)
+    ]
