@@ -688,3 +688,41 @@ async def test_pydantic_ai_under_dbos_cancel_tells_the_tool_body() -> None:
     assert [summary(o) for o in await recorded_outcomes(workflow_id)] == [
         ("r1", TOOL_ABORTED, "Error: tool call aborted", True)
     ]
+
+
+@define_tool(name="interrupt", description="Raises KeyboardInterrupt.")
+async def interrupt(args: NoArgs, exec: ToolRunContext) -> str:
+    PROBE.ran("interrupt")
+    raise KeyboardInterrupt
+
+
+REGISTRY.register(interrupt)
+
+
+@DBOS.workflow()
+async def interrupted_workflow() -> str:
+    calls = [ToolCall("i1", "add", {"a": 1, "b": 1}), ToolCall("i2", "interrupt", {})]
+    calls.append(ToolCall("i3", "notify", {}))
+    try:
+        await DURABLE.run_tool_calls(calls, signal=AbortController().signal)
+    except KeyboardInterrupt:
+        return "interrupted, bare"
+    return "not interrupted"
+
+
+async def test_an_interrupt_propagates_bare_once_every_outcome_is_recorded() -> None:
+    PROBE.reset()
+    workflow_id = new_id("interrupt")
+    with SetWorkflowID(workflow_id):
+        handle = await DBOS.start_workflow_async(interrupted_workflow)
+    assert await handle.get_result() == "interrupted, bare"
+    recorded = [summary(o) for o in await recorded_outcomes(workflow_id)]
+    assert [row[0] for row in recorded] == ["i1", "i2", "i3"]
+    assert recorded[0][1] == "OK"
+    assert recorded[1] == ("i2", TOOL_ABORTED, "Error: tool call aborted", True)
+    assert recorded[2][1:] == (
+        TOOL_ABORTED_BEFORE_DISPATCH,
+        "Error: tool call aborted before dispatch",
+        False,
+    )
+    assert PROBE.runs == {"add": 1, "interrupt": 1}

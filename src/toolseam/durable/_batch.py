@@ -164,7 +164,27 @@ class Batch:
         agent: object | None,
         root_call_id: str | None,
     ) -> list[CallOutcome]:
-        """Run the batch; return one outcome per call, in model order."""
+        """Run the batch; return one outcome per call, in model order.
+
+        What `run_tool_calls` raises (a held ``KeyboardInterrupt``, a host cancellation)
+        propagates bare, once every call's outcome is recorded.
+        """
+        try:
+            await self._run(max_parallel=max_parallel, agent=agent, root_call_id=root_call_id)
+        except BaseExceptionGroup as group:
+            # The step tasks raise nothing: what the group holds is the batch's own, alone.
+            raise group.exceptions[0] if len(group.exceptions) == 1 else group  # noqa: B904
+        if self._errors:
+            raise self._errors[0]
+        return [slot.outcome for slot in self._slots if slot.outcome is not None]
+
+    async def _run(
+        self,
+        *,
+        max_parallel: int,
+        agent: object | None,
+        root_call_id: str | None,
+    ) -> None:
         async with anyio.create_task_group() as steps:
             for slot in self._slots:
                 steps.start_soon(self._record, slot)
@@ -193,9 +213,6 @@ class Batch:
                     if slot.outcome is None:
                         skipped = aborted_result(body_invoked=False)
                         self._settle(slot, CallOutcome(slot.call, skipped, False))
-        if self._errors:
-            raise self._errors[0]
-        return [slot.outcome for slot in self._slots if slot.outcome is not None]
 
     # -- decisions ---------------------------------------------------------------------
 
