@@ -63,6 +63,7 @@ from toolseam.durable import (
     outcomes_from_steps,
     recorded_outcomes,
 )
+from toolseam.durable._records import decode_outcome, encode_outcome
 from toolseam.integrations.pydantic_ai import RegistryToolset
 
 
@@ -726,3 +727,79 @@ async def test_an_interrupt_propagates_bare_once_every_outcome_is_recorded() -> 
         False,
     )
     assert PROBE.runs == {"add": 1, "interrupt": 1}
+
+
+# -- the module's surface ------------------------------------------------------------------
+
+
+def test_the_public_names_are_documented_and_report_the_public_module() -> None:
+    import toolseam.durable as durable
+
+    for name in durable.__all__:
+        value = getattr(durable, name)
+        if callable(value):
+            assert value.__doc__, name
+            assert value.__module__ == "toolseam.durable", name
+    assert getattr(DurableTools, "__final__", False) is True
+
+
+@pytest.mark.parametrize(
+    ("poll_interval", "kind", "message"),
+    [
+        (
+            0,
+            ValueError,
+            r"^DurableTools\(poll_interval=\.\.\.\) must be positive and finite, got 0$",
+        ),
+        (float("inf"), ValueError, r"must be positive and finite, got inf$"),
+        (
+            "1",
+            TypeError,
+            r"^DurableTools\(poll_interval=\.\.\.\) must be a number of seconds, got str$",
+        ),
+        (True, TypeError, r"must be a number of seconds, got bool$"),
+    ],
+)
+def test_a_bad_poll_interval_is_refused(poll_interval: object, kind: type, message: str) -> None:
+    with pytest.raises(kind, match=message):
+        DurableTools(ToolRegistry(), poll_interval=poll_interval)  # type: ignore[arg-type]
+
+
+def test_durable_tools_want_a_registry() -> None:
+    with pytest.raises(TypeError, match=r"^DurableTools expects a ToolRegistry, got dict$"):
+        DurableTools({})  # type: ignore[arg-type]
+
+
+def test_close_takes_the_wrapper_and_the_observer_off_the_registry() -> None:
+    registry = ToolRegistry()
+    with DurableTools(registry) as durable:
+        assert (len(registry._wrappers.items), len(registry._observers.items)) == (1, 1)
+        assert durable.registry is registry
+    assert (len(registry._wrappers.items), len(registry._observers.items)) == (0, 0)
+    durable.close()  # idempotent
+
+
+def test_a_recorded_outcome_round_trips_every_field() -> None:
+    success = ToolSuccess(
+        value={"rows": [1, 2.5, None, {"deep": [[["x"]]]}]},
+        content=[{"type": "text", "text": "two rows"}],
+        meta={"source": "db"},
+        additional_contexts=[{"note": "cached"}],
+    )
+    failure = ToolFailure.from_message("boom")  # no code: info is None
+    for result, dispatched in ((success, True), (failure, False)):
+        outcome = CallOutcome(ToolCall("c", "t", {"q": [1, 2]}), result, dispatched)
+        assert decode_outcome(encode_outcome(outcome)) == outcome
+
+
+def test_outcomes_from_steps_reads_toolseam_steps_only() -> None:
+    recorded = encode_outcome(CallOutcome(ToolCall("c", "t", {}), ToolSuccess(value=1), True))
+    steps: list[Any] = [
+        {"function_name": "toolseam.dispatch:t", "output": {"toolseam": 1, "marker": "c"}},
+        {"function_name": "toolseam:t", "output": recorded},
+        {"function_name": "model.request", "output": "anything"},
+    ]
+    [outcome] = outcomes_from_steps(steps)
+    assert outcome.call.call_id == "c"
+    with pytest.raises(ValueError, match=r"^not a toolseam outcome \(version 7\)$"):
+        outcomes_from_steps([{"function_name": "toolseam:t", "output": {"toolseam": 7}}])
