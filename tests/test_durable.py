@@ -45,8 +45,11 @@ from toolseam import (
     TOOL_TIMEOUT,
     AbortController,
     CallOutcome,
+    Next,
+    PreDecision,
     ToolCall,
     ToolError,
+    ToolExecution,
     ToolExecutionInput,
     ToolFailure,
     ToolRegistry,
@@ -450,7 +453,7 @@ async def test_cancel_tells_every_body_in_flight_and_records_one_outcome_per_cal
     PROBE.reset(expect_waiting=2)
     workflow_id = new_id("cancel")
     calls = [
-        ("k1", "add", {"a": 1, "b": 1}),
+        ("k1", "lookup", {}),  # exclusive: done before k2 and k3 start
         ("k2", "wait", {}),
         ("k3", "wait", {}),
         ("k4", "notify", {}),  # exclusive: waits for k2 and k3, never dispatched
@@ -465,7 +468,7 @@ async def test_cancel_tells_every_body_in_flight_and_records_one_outcome_per_cal
     assert PROBE.running == 0
     assert await outcome_steps(workflow_id) == {"k1": 1, "k2": 1, "k3": 1, "k4": 1}
     assert [summary(o) for o in await recorded_outcomes(workflow_id)] == [
-        ("k1", "OK", "2", True),
+        ("k1", "OK", "found", True),
         ("k2", TOOL_ABORTED, "Error: tool call aborted", True),
         ("k3", TOOL_ABORTED, "Error: tool call aborted", True),
         ("k4", TOOL_ABORTED_BEFORE_DISPATCH, "Error: tool call aborted before dispatch", False),
@@ -803,3 +806,43 @@ def test_outcomes_from_steps_reads_toolseam_steps_only() -> None:
     assert outcome.call.call_id == "c"
     with pytest.raises(ValueError, match=r"^not a toolseam outcome \(version 7\)$"):
         outcomes_from_steps([{"function_name": "toolseam:t", "output": {"toolseam": 7}}])
+
+
+# A registry whose batches learn of a cancel only from DBOS itself (the poller is made idle),
+# with a pre-execute gate: the cancel lands between a call's start and its dispatch marker.
+GATED = ToolRegistry()
+GATED.register(notify)
+GATE: dict[str, anyio.Event] = {}
+
+
+async def hold_at_the_gate(execution: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+    GATE["reached"].set()
+    await GATE["open"].wait()
+    return await next()
+
+
+GATED.on_pre_execute(hold_at_the_gate)
+SLOW_POLL = DurableTools(GATED, poll_interval=3600)
+
+
+@DBOS.workflow()
+async def gated_workflow() -> None:
+    await SLOW_POLL.run_tool_calls([ToolCall("g1", "notify", {})], signal=AbortController().signal)
+
+
+async def test_a_cancel_before_the_dispatch_marker_lands_keeps_the_body_from_running() -> None:
+    PROBE.reset()
+    GATE.update(reached=anyio.Event(), open=anyio.Event())
+    workflow_id = new_id("gated")
+    with SetWorkflowID(workflow_id):
+        handle = await DBOS.start_workflow_async(gated_workflow)
+    await GATE["reached"].wait()
+    await DBOS.cancel_workflow_async(workflow_id)
+    GATE["open"].set()  # the call goes on to its dispatch: DBOS refuses its marker
+    with pytest.raises(DBOSAwaitedWorkflowCancelledError):
+        await handle.get_result()
+    assert [summary(o) for o in await recorded_outcomes(workflow_id)] == [
+        ("g1", TOOL_ABORTED_BEFORE_DISPATCH, "Error: tool call aborted before dispatch", True)
+    ]
+    assert "toolseam.dispatch:notify" not in await step_names(workflow_id)
+    assert PROBE.runs == {}

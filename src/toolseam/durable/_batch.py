@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from typing import Any, Final, final
 
 import anyio
-from dbos import StepReservation
+from dbos import DBOS, StepReservation
 from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 from .._batch import CallOutcome, ToolCall, run_tool_calls
@@ -378,6 +378,4 @@ async def _marker(call_id: str) -> dict[str, Any]:
 
 
 def _reserve() -> StepReservation:
-    from dbos import DBOS
-
     return DBOS.reserve_step()
