@@ -13,9 +13,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from dbos import DBOSClient
 
+from toolseam.durable import outcomes_from_steps
 from worker_process import outcomes, run_counts, worker
 
 
@@ -76,12 +78,29 @@ async def test_a_cancel_from_another_process_tells_the_body_and_records_every_ou
     assert run_counts(runs) == {"c1": 1, "c2": 1, "c3": 1}
 
 
+async def until_recorded(url: str, workflow_id: str, call_id: str) -> None:
+    """Wait until the journal holds the call's outcome (read from this process)."""
+    client = DBOSClient(system_database_url=url)
+    try:
+        with anyio.fail_after(60):
+            while True:
+                steps = await client.list_workflow_steps_async(workflow_id)
+                if any(o.call.call_id == call_id for o in outcomes_from_steps(steps)):
+                    return
+                await anyio.sleep(0.05)
+    finally:
+        client.destroy()
+
+
 async def test_a_killed_worker_recovers_without_running_a_side_effect_twice(
     database: tuple[str, Path],
 ) -> None:
     url, runs = database
     async with worker("crash", url, runs, "turn-crash") as doomed:
         await doomed.expect("started c2", "started c3")
+        # c1 finished before c2 and c3 began; its outcome is written beside them. Kill once
+        # it is in the journal (a kill before that would rightly make c1 OUTCOME_UNKNOWN).
+        await until_recorded(url, "turn-crash", "c1")
         doomed.process.send_signal(signal.SIGKILL)
         await doomed.process.wait()
     assert doomed.process.returncode == -signal.SIGKILL
