@@ -32,6 +32,7 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from typing_extensions import TypedDict
 
+import dbos_sqlite_compat
 from toolseam import (
     AbortController,
     ToolCall,
@@ -41,6 +42,8 @@ from toolseam import (
     define_tool,
 )
 from toolseam.durable import DurableTools, recorded_outcomes
+
+dbos_sqlite_compat.install()
 
 ROLE = sys.argv[1]
 URL = sys.argv[2]

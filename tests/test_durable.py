@@ -38,6 +38,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typing_extensions import TypedDict
 
+import dbos_sqlite_compat
 from toolseam import (
     INVALID_ARGS,
     TOOL_ABORTED,
@@ -68,6 +69,8 @@ from toolseam.durable import (
 )
 from toolseam.durable._records import decode_outcome, encode_outcome
 from toolseam.integrations.pydantic_ai import RegistryToolset
+
+dbos_sqlite_compat.install()
 
 
 @pytest.fixture

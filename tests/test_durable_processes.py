@@ -17,8 +17,11 @@ import anyio
 import pytest
 from dbos import DBOSClient
 
+import dbos_sqlite_compat
 from toolseam.durable import outcomes_from_steps
 from worker_process import outcomes, run_counts, worker
+
+dbos_sqlite_compat.install()
 
 
 @pytest.fixture
