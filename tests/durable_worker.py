@@ -1,6 +1,7 @@
 """A DBOS worker process for tests/test_durable_processes.py and tests/test_durable_postgres.py.
 
-``python tests/durable_worker.py ROLE SYSTEM_DATABASE_URL [WORKFLOW_ID]``:
+``python tests/durable_worker.py ROLE [WORKFLOW_ID]``, the system database's URL in
+``DBOS_SYSTEM_DATABASE_URL`` (DBOS's convention; SQLite or Postgres, the same code):
 
 * ``host``: start the turn workflow under WORKFLOW_ID and wait for it; prints ``started
   <call id>`` as each body starts, then ``outcome <json>`` per recorded call (after a cancel
@@ -46,8 +47,8 @@ from toolseam.durable import DurableTools, recorded_outcomes
 dbos_sqlite_compat.install()
 
 ROLE = sys.argv[1]
-URL = sys.argv[2]
-WORKFLOW_ID = sys.argv[3] if len(sys.argv) > 3 else ""
+WORKFLOW_ID = sys.argv[2] if len(sys.argv) > 2 else ""
+URL = os.environ["DBOS_SYSTEM_DATABASE_URL"]
 
 
 class NoArgs(TypedDict):

@@ -74,12 +74,14 @@ async def worker(
     """Start tests/durable_worker.py in ``role``; kill it on the way out if still running."""
     environment = {
         **os.environ,
+        # DBOS's convention for where the system database is (the worker reads it).
+        "DBOS_SYSTEM_DATABASE_URL": url,
         "DURABLE_RUNS": str(runs),
         "DURABLE_EXECUTOR": executor,
         "PYTHONUNBUFFERED": "1",
     }
     process = await anyio.open_process(
-        [sys.executable, str(WORKER), role, url, workflow_id], env=environment, stderr=None
+        [sys.executable, str(WORKER), role, workflow_id], env=environment, stderr=None
     )
     try:
         yield Worker(process)
