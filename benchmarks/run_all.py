@@ -5,7 +5,8 @@ environment (it needs the ``bench`` dependency group: autogen-core and the other
 trio, opentelemetry-sdk, nox). Options: ``--quick`` for a smoke run (figures meaningless),
 ``--skip-static`` to leave out the static suite's wall time (about 80 s), ``--only
 targets,churn`` to run some of them (``overhead``, ``cancel`` and ``batch`` are parts of
-``targets`` on their own; ``ptc`` is docs/ptc.md's). Every figure is a median
+``targets`` on their own; ``ptc`` is docs/ptc.md's, ``capabilities`` what progress and the
+host cost). Every figure is a median
 over interleaved rounds; every ratio is taken within a round (see ``_harness``). Exits 0
 even when a target is missed: these are measurements, not tests.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import _harness
 import bench_batch
 import bench_cancel_latency
+import bench_capabilities
 import bench_churn
 import bench_overhead
 import bench_peers
@@ -34,12 +36,13 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "static": bench_static_suite.run,
     "tracing": bench_tracing.run,
     "ptc": bench_ptc.run,
+    "capabilities": bench_capabilities.run,
     # Parts of the above on their own (not run by default: "targets" covers them).
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
     "batch": bench_batch.run,
 }
-DEFAULT = ("targets", "peers", "churn", "tracing", "ptc", "static")
+DEFAULT = ("targets", "peers", "churn", "tracing", "ptc", "capabilities", "static")
 
 
 def main() -> None:
