@@ -3,11 +3,11 @@
 Two targets:
 
 * **A call that reports no progress costs no more than before the capabilities existed**
-  (≤ 1.03×): the ``define_tool`` echo of ``bench_overhead`` on this source, against the
+  (<= 1.03x): the ``define_tool`` echo of ``bench_overhead`` on this source, against the
   same call on a copy of the source at ``BEFORE`` (the last commit without them), imported
   side by side in this process (``ab_overhead.load_copy``) and interleaved round by round.
   Needs a git checkout; elsewhere the figure is n/a.
-* **1,000 progress events from one body cost ≤ 2 µs each with no consumer**: the body times
+* **1,000 progress events from one body cost <= 2 us each with no consumer**: the body times
   its own loop of ``exec.progress(i, 1000)`` calls, and the figure is the loop's time per
   event. The same loop with a consumer (a `ToolHost.on_progress` that does nothing, then a
   registry event listener) is shown beside it, not checked.
