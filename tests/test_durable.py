@@ -53,6 +53,7 @@ from toolseam import (
     ToolExecution,
     ToolExecutionInput,
     ToolFailure,
+    ToolHost,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
@@ -849,3 +850,36 @@ async def test_a_cancel_before_the_dispatch_marker_lands_keeps_the_body_from_run
     ]
     assert "toolseam.dispatch:notify" not in await step_names(workflow_id)
     assert PROBE.runs == {}
+
+
+# -- the caller's host reaches a durable call's body ----------------------------------------
+
+HEARD: list[float] = []
+
+
+@define_tool(name="progressing", description="Reports its progress.")
+async def progressing(args: NoArgs, exec: ToolRunContext) -> str:
+    exec.progress(1, 2)
+    exec.progress(2, 2)
+    return "done"
+
+
+REGISTRY.register(progressing)
+
+
+@DBOS.workflow()
+async def hosted_workflow() -> str:
+    host = ToolHost(on_progress=lambda execution, event: HEARD.append(event.progress))
+    signal = AbortController().signal
+    result = await DURABLE.execute(
+        ToolExecutionInput(call_id="p", name="progressing", arguments={}, signal=signal, host=host)
+    )
+    return "OK" if isinstance(result, ToolSuccess) else str(result.code)
+
+
+async def test_the_callers_host_reaches_the_body_of_a_durable_call() -> None:
+    HEARD.clear()
+    with SetWorkflowID(new_id("host-progress")):
+        handle = await DBOS.start_workflow_async(hosted_workflow)
+    assert await handle.get_result() == "OK"
+    assert HEARD == [1, 2]

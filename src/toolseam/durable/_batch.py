@@ -46,7 +46,7 @@ from .._registry import ToolRegistry
 from .._results import ToolFailure, ToolResult, aborted_result, failure_from_exception
 from .._signals import AbortSignal
 from .._stages import Next
-from .._views import ExecutionToken, ToolDispatchExecution, ToolExecution
+from .._views import ExecutionToken, ToolDispatchExecution, ToolExecution, ToolHost
 from . import _engine
 from ._errors import OutcomeUnknownError, UnrecordableResultError
 from ._records import (
@@ -163,6 +163,7 @@ class Batch:
         max_parallel: int,
         agent: object | None,
         root_call_id: str | None,
+        host: ToolHost | None,
     ) -> list[CallOutcome]:
         """Run the batch; return one outcome per call, in model order.
 
@@ -170,7 +171,9 @@ class Batch:
         propagates bare, once every call's outcome is recorded.
         """
         try:
-            await self._run(max_parallel=max_parallel, agent=agent, root_call_id=root_call_id)
+            await self._run(
+                max_parallel=max_parallel, agent=agent, root_call_id=root_call_id, host=host
+            )
         except BaseExceptionGroup as group:
             # The step tasks raise nothing: what the group holds is the batch's own, alone.
             raise group.exceptions[0] if len(group.exceptions) == 1 else group  # noqa: B904
@@ -184,6 +187,7 @@ class Batch:
         max_parallel: int,
         agent: object | None,
         root_call_id: str | None,
+        host: ToolHost | None,
     ) -> None:
         async with anyio.create_task_group() as steps:
             for slot in self._slots:
@@ -202,6 +206,7 @@ class Batch:
                             agent=agent,
                             parent=self.parent,
                             root_call_id=root_call_id,
+                            host=host,
                         )
                     finally:
                         ACTIVE.reset(token)

@@ -14,7 +14,13 @@ from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortSignal, fuse
 from .._stages import Next
-from .._views import ExecutionToken, ToolDispatchExecution, ToolExecution, ToolExecutionInput
+from .._views import (
+    ExecutionToken,
+    ToolDispatchExecution,
+    ToolExecution,
+    ToolExecutionInput,
+    ToolHost,
+)
 from . import _engine
 from ._batch import ACTIVE, Batch
 from ._watch import Watch
@@ -125,8 +131,8 @@ class DurableTools:
         """`ToolRegistry.execute`, with the call's outcome one step of the workflow.
 
         The call is a batch of one (`run_tool_calls`): its ``call_id``, ``name``,
-        ``arguments``, ``signal``, ``agent``, ``parent`` and ``root_call_id`` are the
-        input's.
+        ``arguments``, ``signal``, ``agent``, ``parent``, ``root_call_id`` and ``host`` are
+        the input's.
 
         Raises:
             RuntimeError: Not on asyncio (see `run_tool_calls`).
@@ -145,6 +151,7 @@ class DurableTools:
             agent=input.agent,
             parent=input.parent,
             root_call_id=input.root_call_id,
+            host=input.host,
         )
         return outcomes[0].result
 
@@ -157,6 +164,7 @@ class DurableTools:
         agent: object | None = None,
         parent: ExecutionToken | None = None,
         root_call_id: str | None = None,
+        host: ToolHost | None = None,
     ) -> list[CallOutcome]:
         """`toolseam.run_tool_calls`, with each call's outcome one step of the workflow.
 
@@ -175,6 +183,8 @@ class DurableTools:
             agent: As for `toolseam.run_tool_calls`.
             parent: As for `toolseam.run_tool_calls`.
             root_call_id: As for `toolseam.run_tool_calls`.
+            host: As for `toolseam.run_tool_calls`. A replayed call's body does not run, so
+                the host hears nothing from it.
 
         Returns:
             One `CallOutcome` per call, in model order: the recorded one for a replayed call.
@@ -199,6 +209,7 @@ class DurableTools:
                 agent=agent,
                 parent=parent,
                 root_call_id=root_call_id,
+                host=host,
             )
         batch = _checked(calls, signal, max_parallel)
         with (
@@ -206,7 +217,9 @@ class DurableTools:
             fuse(signal, watch.signal) as fused,
         ):
             run = Batch(self, self._registry, ctx.workflow_id, batch, fused.signal, watch, parent)
-            return await run.run(max_parallel=max_parallel, agent=agent, root_call_id=root_call_id)
+            return await run.run(
+                max_parallel=max_parallel, agent=agent, root_call_id=root_call_id, host=host
+            )
 
 
 def _checked(calls: Iterable[ToolCall], signal: AbortSignal, max_parallel: int) -> list[ToolCall]:
