@@ -6,13 +6,12 @@ each with its own executor id, dequeuing tool-call workflows from one DBOS queue
 process is a third one, which only shares the database (a `DBOSClient`).
 
 These tests run in the ``postgres`` nox session, which sets ``TOOLSEAM_POSTGRES=1`` and says
-why it skips when the Postgres binaries are absent (CI installs them: .ci/run). Elsewhere
-they are skipped, saying so. asyncio only: DBOS cannot host trio.
+why it skips when the Postgres binaries are absent (CI installs them: .ci/run). Other
+sessions do not collect this module (tests/conftest.py). asyncio only: DBOS cannot host trio.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +24,6 @@ from toolseam import ToolSuccess
 from toolseam.durable import outcomes_from_steps
 from worker_process import outcomes, run_counts, worker
 
-if os.environ.get("TOOLSEAM_POSTGRES") != "1":
-    pytest.skip(
-        "the Postgres tests run in `nox -s postgres` (or with TOOLSEAM_POSTGRES=1)",
-        allow_module_level=True,
-    )
 _BINARIES = find_binaries()
 if _BINARIES is None:
     pytest.skip(missing_reason(), allow_module_level=True)
