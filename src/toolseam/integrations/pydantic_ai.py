@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast, final
 
 import anyio
@@ -128,17 +129,30 @@ class RegistryToolset(AbstractToolset[object]):
     goes on; the call publishes `ABORTED` (its body was invoked) or `ABORTED_BEFORE_DISPATCH`
     (it never was, for instance because it was waiting for its turn).
 
+    Durable execution: pydantic-ai's ``DBOSDurability`` runs a toolset like this one in the
+    workflow's own code, not in steps. Pass ``execute=DurableTools(registry).execute``
+    (`toolseam.durable`) and each call is one durable step of the workflow instead; see
+    docs/durable.md.
+
     Args:
         registry: The registry whose tools this toolset serves.
         id: The toolset's id, for pydantic-ai (needed only under durable execution).
         max_retries: How many `INVALID_ARGS` retries the model gets per tool; ``None``
             means the agent's own default.
+        execute: What runs each call: ``registry.execute`` (the default), or a function of
+            the same shape that runs it through the registry, such as
+            ``toolseam.durable.DurableTools.execute``.
     """
 
-    __slots__ = ("_gate", "_id", "_max_retries", "_registry")
+    __slots__ = ("_execute", "_gate", "_id", "_max_retries", "_registry")
 
     def __init__(
-        self, registry: ToolRegistry, *, id: str | None = None, max_retries: int | None = None
+        self,
+        registry: ToolRegistry,
+        *,
+        id: str | None = None,
+        max_retries: int | None = None,
+        execute: Callable[[ToolExecutionInput], Awaitable[ToolResult]] | None = None,
     ) -> None:
         given = cast("object", registry)  # checked at runtime too: untyped callers
         if type(given) is not ToolRegistry:
@@ -147,6 +161,7 @@ class RegistryToolset(AbstractToolset[object]):
         self._registry = registry
         self._id = id
         self._max_retries = max_retries
+        self._execute = registry.execute if execute is None else execute
         self._gate = _Gate()
 
     @property
@@ -161,7 +176,9 @@ class RegistryToolset(AbstractToolset[object]):
 
     async def for_run(self, ctx: RunContext[object]) -> RegistryToolset:
         """A toolset of the same registry for one agent run, with its own order of calls."""
-        return RegistryToolset(self._registry, id=self._id, max_retries=self._max_retries)
+        return RegistryToolset(
+            self._registry, id=self._id, max_retries=self._max_retries, execute=self._execute
+        )
 
     async def get_tools(self, ctx: RunContext[object]) -> dict[str, ToolsetTool[object]]:
         """The registry's tools, from `ToolRegistry.schemas`, as pydantic-ai tools."""
@@ -211,12 +228,12 @@ class RegistryToolset(AbstractToolset[object]):
             # contract §7: a call that never started still gets its one result.
             controller.abort(_STOPPED_WAITING)
             with anyio.CancelScope(shield=True):
-                await registry.execute(call)
+                await self._execute(call)
             raise
         try:
             # contract §5: when pydantic-ai cancels this task, execute aborts the body's signal,
             # waits for the body (a thread included), publishes, and re-raises the cancellation.
-            result = await registry.execute(call)
+            result = await self._execute(call)
         finally:
             gate.leave()
         return _answer(result)
