@@ -28,6 +28,7 @@ from toolseam import (
 )
 from toolseam.conformance import Call, Listen, ListenerScript, Outcome, Scenario, ScriptedTool
 from toolseam.conformance.drivers._toolseam import (
+    ExecReach,
     KeyArgs,
     _Approval,
     define,
@@ -112,8 +113,9 @@ class AbandonsThreads(ToolseamMutant):
             @define_tool(name=tool.name, description=tool.description)
             async def body(args: KeyArgs, exec: ToolRunContext) -> str:
                 listen = BodyListen(registry, exec)
+                reach = ExecReach(exec) if tool.reaches else None
                 return await anyio.to_thread.run_sync(
-                    tool.run_sync, args, listen, abandon_on_cancel=True
+                    tool.run_sync, args, listen, reach, abandon_on_cancel=True
                 )
 
             return body
@@ -309,6 +311,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "abort.failure-stays",  # the body never got to fail: torn down, it is ABORTED
                 "abort.before-delegating",  # the kit's wrapper is the delegate torn down
                 "nested.parent-signal",
+                "elicit.withdrawn",  # the body's pending elicitation is torn down with it
             }
         ),
     ),
@@ -328,6 +331,10 @@ MUTANTS: tuple[Mutant, ...] = (
                 "batch.drained",
                 "abort.before-delegating",  # the kit's wrapper is the delegate abandoned
                 "nested.parent-signal",
+                # The body is left with its pending elicitation, or its running process.
+                "elicit.withdrawn",
+                "process.no-child",
+                "process.host-cancel",
             }
         ),
     ),

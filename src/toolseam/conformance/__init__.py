@@ -24,6 +24,10 @@ from ._driver import Scenario as Scenario
 from ._driver import Status as Status
 from ._driver import Stop as Stop
 from ._driver import WrapperScript as WrapperScript
+from ._reach import ElicitationScript as ElicitationScript
+from ._reach import ProgressSink as ProgressSink
+from ._reach import Reach as Reach
+from ._reach import Reaching as Reaching
 from ._runner import ClauseResult as ClauseResult
 from ._runner import Report as Report
 from ._runner import Verdict as Verdict
@@ -45,10 +49,14 @@ __all__ = (
     "ClauseResult",
     "Driver",
     "DriverUnavailable",
+    "ElicitationScript",
     "Listen",
     "ListenerScript",
     "ObserverScript",
     "Outcome",
+    "ProgressSink",
+    "Reach",
+    "Reaching",
     "Report",
     "Scenario",
     "ScriptedTool",

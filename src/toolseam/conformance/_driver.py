@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NoReturn, Protocol, TypeAlias, final
 
 if TYPE_CHECKING:
+    from ._reach import ElicitationScript, ProgressSink
     from ._scripts import ScriptedTool
 
 __all__ = [
@@ -46,6 +47,9 @@ Capability: TypeAlias = Literal[
     "pre_execute",
     "post_execute",
     "result_observer",
+    "progress",
+    "elicitation",
+    "process",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -60,6 +64,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     "pre_execute",
     "post_execute",
     "result_observer",
+    "progress",
+    "elicitation",
+    "process",
 )
 """Every capability, in the order reports list them."""
 
@@ -204,10 +211,12 @@ class Scenario:
         "around",
         "batch",
         "calls",
+        "elicit",
         "max_parallel",
         "observer",
         "post_execute",
         "pre_execute",
+        "progress",
         "stop",
         "tools",
     )
@@ -224,6 +233,8 @@ class Scenario:
         pre_execute: ListenerScript | None = None,
         post_execute: ListenerScript | None = None,
         observer: ObserverScript | None = None,
+        progress: ProgressSink | None = None,
+        elicit: ElicitationScript | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -243,6 +254,11 @@ class Scenario:
         """Await this in the registry's post-execute stage (capability ``post_execute``)."""
         self.observer: ObserverScript | None = observer
         """Call this from the registry's result observers (capability ``result_observer``)."""
+        self.progress: ProgressSink | None = progress
+        """Hand every progress event the caller receives to this (capability ``progress``)."""
+        self.elicit: ElicitationScript | None = elicit
+        """Answer the bodies' elicitations with this (capability ``elicitation``); ``None``:
+        the caller offers the call no elicitation at all."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []
@@ -261,7 +277,9 @@ class Scenario:
 class Driver(Protocol):
     """Adapts one registry to the kit (contract §11).
 
-    A driver is stateless between scenarios: `run` builds a fresh registry each time.
+    A driver is stateless between scenarios: `run` builds a fresh registry each time. It
+    may also have a ``lacking`` attribute, ``{capability: why the registry lacks it}``,
+    which the kit adds to the detail of a clause skipped for that capability.
     """
 
     @property

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Sequence
-from typing import Final, NoReturn
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Final, NoReturn
 
 import anyio
 import anyio.abc
@@ -29,7 +29,7 @@ from ._driver import Call, Driver, Outcome, Scenario
 from ._probe import BodyRecord, Probe
 from ._scripts import Behaviour, ScriptedTool
 
-__all__ = ["LET_RUN_ROUNDS", "WATCHDOG", "Failed", "Kit", "Running"]
+__all__ = ["LET_RUN_ROUNDS", "WATCHDOG", "Failed", "Kit", "Running", "Skipped"]
 
 WATCHDOG: Final = 10.0
 """Seconds a clause waits for a registry that neither returns nor tells its body."""
@@ -73,6 +73,10 @@ class Failed(Exception):
     """A clause's verdict: the registry does not do what the clause requires."""
 
 
+class Skipped(Exception):
+    """The clause cannot be measured here (the platform lacks what it measures with)."""
+
+
 class Running:
     """One scenario in flight: `Driver.run` in its own task, under a host cancel scope."""
 
@@ -89,6 +93,20 @@ class Running:
         self._scope = anyio.CancelScope()
         self._task: asyncio.Task[object] | None = None
         self._host_cancelled = False
+        self._on_return: list[Callable[[], object]] = []
+
+    def _stamp(self) -> None:
+        """The moment `run` returned: the probe's number, its records, and `on_return`."""
+        self.returned_at, self.at_return = self._kit.probe.stamp()
+        for callback in self._on_return:
+            callback()
+
+    def on_return(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` the moment `run` returns or raises, in the same step as the stamp.
+
+        For measurements the probe cannot hold (what a process table says then).
+        """
+        self._on_return.append(callback)
 
     async def _main(self) -> None:
         probe = self._kit.probe
@@ -96,9 +114,9 @@ class Running:
         with self._scope:
             try:
                 self.outcomes = await self._kit.driver.run(self.scenario)
-                self.returned_at, self.at_return = probe.stamp()
+                self._stamp()
             except anyio.get_cancelled_exc_class():
-                self.returned_at, self.at_return = probe.stamp()
+                self._stamp()
                 if not self._host_cancelled:
                     # The registry raised a cancellation of its own: that is no result.
                     self.raised = _Cancelled("the call raised a cancellation nobody asked for")
@@ -108,7 +126,7 @@ class Running:
                     raise  # trio: the host's cancel scope catches it
                 self._task.uncancel()  # asyncio: we are the host that cancelled
             except Exception as error:
-                self.returned_at, self.at_return = probe.stamp()
+                self._stamp()
                 self.raised = error
             finally:
                 self.done = True
@@ -270,6 +288,10 @@ class Kit:
         """A call of ``tool`` whose body reports under ``key`` (also its call id)."""
         return Call(key, tool, {"key": key})
 
+    def start_soon(self, func: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Run ``func()`` in the clause's task group (the clause must end it before it ends)."""
+        self._group.start_soon(func)
+
     def start(self, scenario: Scenario) -> Running:
         """Start `Driver.run` on ``scenario`` in a task of its own."""
         running = Running(self, scenario)
@@ -307,6 +329,11 @@ class Kit:
     def fail(detail: str) -> NoReturn:
         """Fail the clause with ``detail``."""
         raise Failed(detail)
+
+    @staticmethod
+    def skip(reason: str) -> NoReturn:
+        """Skip the clause: the kit cannot measure it on this platform (``reason``)."""
+        raise Skipped(reason)
 
     def check(self, condition: bool, detail: str) -> None:
         """Fail the clause with ``detail`` unless ``condition``."""

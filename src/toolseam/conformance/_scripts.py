@@ -11,14 +11,17 @@ re-raises.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Final, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias, final
 
 import anyio
 
 from ._driver import Call, Listen, WrapperScript
 from ._probe import Probe
+
+if TYPE_CHECKING:
+    from ._reach import Reach, Reaching
 
 __all__ = [
     "PARAMETERS",
@@ -38,7 +41,19 @@ its ``cleanup`` gate) and goes on; ``ignore`` waits until told and works on rega
 its ``work`` gate)."""
 
 Behaviour: TypeAlias = Literal[
-    "ok", "fail", "hold", "ignore", "fail_when_told", "slow", "nest_hold", "nest_ok"
+    "ok",
+    "fail",
+    "hold",
+    "ignore",
+    "fail_when_told",
+    "slow",
+    "nest_hold",
+    "nest_ok",
+    # What a body reaches (`_reaching`): progress, an elicitation, a process.
+    "progress",
+    "progress_late",
+    "elicit",
+    "process",
 ]
 
 PARAMETERS: Final[Mapping[str, object]] = {
@@ -48,6 +63,13 @@ PARAMETERS: Final[Mapping[str, object]] = {
     "additionalProperties": False,
 }
 """The JSON schema of every scripted tool's arguments."""
+
+_REACHES: Final[Mapping[Behaviour, frozenset[Reaching]]] = {
+    "progress": frozenset({"progress"}),
+    "progress_late": frozenset({"progress"}),
+    "elicit": frozenset({"elicit"}),
+    "process": frozenset({"process"}),
+}
 
 _POLL = 0.001  # a thread body's wait between looks at `Listen.is_told` (no ordering rides on it)
 
@@ -64,10 +86,21 @@ class ScriptedTool:
     Register it under `name`, with `description`, `parameters` and, where the registry has
     one, its `timeout`; call `run` from an async body, or `run_sync` from a synchronous one
     when `sync` is set (the registry should run it on a worker thread). `parallel` says the
-    tool is safe to run concurrently with others (the registry's parallel mode).
+    tool is safe to run concurrently with others (the registry's parallel mode). A body whose
+    `reaches` is not empty also needs the `Reach` the driver builds for it.
     """
 
-    __slots__ = ("_behaviour", "_probe", "description", "name", "parallel", "sync", "timeout")
+    __slots__ = (
+        "_behaviour",
+        "_probe",
+        "description",
+        "kept",
+        "name",
+        "parallel",
+        "program",
+        "sync",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -78,6 +111,7 @@ class ScriptedTool:
         sync: bool = False,
         timeout: float | None = None,
         parallel: bool = False,
+        program: Sequence[str] = (),
     ) -> None:
         self._probe = probe
         self._behaviour: Behaviour = behaviour
@@ -91,6 +125,15 @@ class ScriptedTool:
         """The tool's own deadline in seconds, for registries that enforce one."""
         self.parallel: bool = parallel
         """Whether calls of this tool may run concurrently with others."""
+        self.program: Sequence[str] = program
+        """The argv a ``process`` body runs through its registry's helper."""
+        self.kept: dict[str, Reach] = {}
+        """The `Reach` of each body that keeps it past its return, by key."""
+
+    @property
+    def reaches(self) -> frozenset[Reaching]:
+        """What the body reaches through the `Reach` it must be given (empty: none)."""
+        return _REACHES.get(self._behaviour, frozenset())
 
     @property
     def parameters(self) -> Mapping[str, object]:
@@ -102,12 +145,16 @@ class ScriptedTool:
 
     # -- async bodies --------------------------------------------------------------------
 
-    async def run(self, arguments: Mapping[str, object], listen: Listen) -> str:
+    async def run(
+        self, arguments: Mapping[str, object], listen: Listen, reach: Reach | None = None
+    ) -> str:
         """The body, for an async tool.
 
         Args:
             arguments: The call's arguments as the registry passes them (``{"key": ...}``).
             listen: How this body hears of cancellation, from the driver.
+            reach: What the body reaches in this registry, from the driver (needed when
+                `reaches` is not empty).
 
         Returns:
             ``"done:<key>"`` (or a nested tool's report); raises through
@@ -117,6 +164,10 @@ class ScriptedTool:
             raise TypeError(f"{self.name} is a synchronous tool: call run_sync in a thread")
         key = str(arguments["key"])
         async with scripted(self._probe, key, "body", listen):
+            if self.reaches:
+                from ._reaching import script  # it builds on this module
+
+                return await script(self, self._probe, self._behaviour, key, listen, reach)
             return await self._script(key, listen)
 
     async def _script(self, key: str, listen: Listen) -> str:
@@ -154,12 +205,16 @@ class ScriptedTool:
 
     # -- thread bodies -------------------------------------------------------------------
 
-    def run_sync(self, arguments: Mapping[str, object], listen: Listen) -> str:
+    def run_sync(
+        self, arguments: Mapping[str, object], listen: Listen, reach: Reach | None = None
+    ) -> str:
         """The body, for a synchronous tool (the registry runs it on a worker thread).
 
         Args:
             arguments: The call's arguments (``{"key": ...}``).
             listen: How this body hears of cancellation (``is_told``, polled).
+            reach: What the body reaches in this registry (needed when `reaches` is not
+                empty).
 
         Returns:
             ``"done:<key>"``; raises through ``listen.stop()`` where the script says so.
@@ -170,6 +225,10 @@ class ScriptedTool:
         probe = self._probe
         probe.entered(key, listen.is_told)
         try:
+            if self.reaches:
+                from ._reaching import script_sync  # it builds on this module
+
+                return script_sync(probe, self._behaviour, key, reach)
             if probe.body(key).on_loop_thread:
                 # Blocking here would block the loop the kit runs on: record and return.
                 probe.effect(key, "work")

@@ -11,21 +11,32 @@ and after the body), and its result observer another handler's ``on_tool_end`` a
 ``on_tool_error``; they too hear of nothing but task cancellation. langchain-core has no
 executor for a turn's tool calls (that is LangGraph's), no tool timeout, no approval and no
 wrapper: those are skipped.
+
+A body reports progress as LangChain streams its users anything a tool does while it runs:
+a custom event, ``adispatch_custom_event`` (``dispatch_custom_event`` from a synchronous
+body's thread), which reaches a callback handler's ``on_custom_event`` — the kit's progress
+sink. It finds its run in its context (langchain-core's config context variable), so what
+a body keeps to report later is that context. langchain-core has no way for a tool to ask
+the user a question and wait for the answer (LangGraph's ``interrupt`` ends the run) and no
+process helper: those clauses are skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, final
+from typing import Any, NoReturn, cast, final
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.callbacks.manager import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel
 
 from .._driver import Call, Capability, ObserverScript, Outcome, Scenario, Stop
+from .._reach import ProgressSink
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 
@@ -34,6 +45,48 @@ __all__ = ["LangChainDriver"]
 
 class _Args(BaseModel):
     key: str
+
+
+_PROGRESS = "toolseam.conformance.progress"
+
+
+@final
+class _Reach:
+    """A body's `toolseam.conformance.Reach` in LangChain: custom events, from its context."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        # The tool's run: langchain-core finds the parent of a custom event here.
+        self._context = contextvars.copy_context()
+
+    def _data(self, progress: float, message: str) -> dict[str, object]:
+        return {"call_id": self._key, "progress": progress, "message": message}
+
+    async def progress(self, progress: float, message: str) -> None:
+        event = adispatch_custom_event(_PROGRESS, self._data(progress, message))
+        await asyncio.create_task(event, context=self._context)
+
+    def progress_sync(self, progress: float, message: str) -> None:
+        dispatch_custom_event(_PROGRESS, self._data(progress, message))
+
+    async def elicit(self, question: str) -> NoReturn:
+        raise NotImplementedError("langchain-core: a tool cannot ask its user and wait")
+
+    async def run_process(self, argv: Sequence[str]) -> NoReturn:
+        raise NotImplementedError("langchain-core has no process helper")
+
+
+@final
+class _Sink(AsyncCallbackHandler):
+    """The kit's progress sink as ``on_custom_event``."""
+
+    def __init__(self, sink: ProgressSink) -> None:
+        self._sink = sink
+
+    async def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if name == _PROGRESS and isinstance(data, dict):
+            event = cast("dict[str, Any]", data)
+            self._sink(str(event["call_id"]), float(event["progress"]), str(event["message"]))
 
 
 def _outcome(call_id: str, message: object) -> Outcome:
@@ -129,7 +182,7 @@ def _structured(tool: ScriptedTool, tools: Mapping[str, BaseTool]) -> Structured
     if tool.sync:
 
         def sync_body(key: str) -> str:
-            return tool.run_sync({"key": key}, listen())
+            return tool.run_sync({"key": key}, listen(), _Reach(key) if tool.reaches else None)
 
         return StructuredTool.from_function(
             func=sync_body,
@@ -140,7 +193,7 @@ def _structured(tool: ScriptedTool, tools: Mapping[str, BaseTool]) -> Structured
         )
 
     async def body(key: str) -> str:
-        return await tool.run({"key": key}, listen())
+        return await tool.run({"key": key}, listen(), _Reach(key) if tool.reaches else None)
 
     return StructuredTool.from_function(
         coroutine=body,
@@ -162,7 +215,7 @@ class LangChainDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Host cancellation, thread bodies, nested calls, callbacks."""
+        """Host cancellation, thread bodies, nested calls, callbacks, custom events."""
         return (
             "host_cancel",
             "sync_bodies",
@@ -170,7 +223,17 @@ class LangChainDriver:
             "pre_execute",
             "post_execute",
             "result_observer",
+            "progress",
         )
+
+    @property
+    def lacking(self) -> Mapping[Capability, str]:
+        """Why langchain-core lacks the capabilities of a body it does not offer."""
+        return {
+            "elicitation": "a tool cannot ask its user and wait for the answer (LangGraph's "
+            "interrupt ends the run)",
+            "process": "langchain-core has no process helper",
+        }
 
     @property
     def backends(self) -> Sequence[str]:
@@ -189,5 +252,7 @@ class LangChainDriver:
         callbacks: list[BaseCallbackHandler] = [_Stages(scenario)]
         if scenario.observer is not None:
             callbacks.append(_Observer(scenario.observer))
+        if scenario.progress is not None:
+            callbacks.append(_Sink(scenario.progress))
         (call,) = scenario.calls
         return [await _invoke(tools, call, scenario.stop, callbacks)]

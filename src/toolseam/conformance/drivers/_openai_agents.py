@@ -14,14 +14,20 @@ post-execute listeners are the tool's own input and output guardrails
 result observer is the run's `RunHooks.on_tool_end`; they too hear of nothing but task
 cancellation. Approval (``needs_approval`` interruptions) and agents as tools are not
 driven: those clauses are skipped.
+
+A function tool reaches no progress channel and cannot ask the user a question (the SDK's
+elicitation is for MCP servers' requests, not tools): those clauses are skipped. It runs
+processes in a sandbox: when a body does, the agent is a `SandboxAgent` on the SDK's
+`UnixLocalSandboxClient`, the scenario's tools come from a sandbox `Capability` (as the
+SDK's own shell tool does), and the body calls its session's ``exec(*argv, shell=False)``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, cast, final
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, NoReturn, cast, final
 
 from agents import (
     Agent,
@@ -39,10 +45,17 @@ from agents import (
     tool_output_guardrail,
 )
 from agents.items import ToolCallOutputItem
+from agents.run_config import RunConfig
+from agents.sandbox import Capability as SandboxCapability
+from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
+from pydantic import Field
 
 from .._driver import Call, Capability, ListenerScript, ObserverScript, Outcome, Scenario
+from .._reach import Reach
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 
@@ -100,18 +113,42 @@ class _Observer(RunHooks[Any]):
             self._observer(_classify(context.tool_call_id, str(result)))
 
 
-def _tool(tool: ScriptedTool, guardrails: Mapping[str, Any]) -> FunctionTool:
+@final
+class _Reach:
+    """A body's `toolseam.conformance.Reach` in the Agents SDK: its sandbox session."""
+
+    def __init__(self, session: BaseSandboxSession | None) -> None:
+        self._session = session
+
+    async def progress(self, progress: float, message: str) -> NoReturn:
+        raise NotImplementedError("openai-agents: a function tool has no progress channel")
+
+    def progress_sync(self, progress: float, message: str) -> NoReturn:
+        raise NotImplementedError("openai-agents: a function tool has no progress channel")
+
+    async def elicit(self, question: str) -> NoReturn:
+        raise NotImplementedError("openai-agents: a function tool cannot ask its user")
+
+    async def run_process(self, argv: Sequence[str]) -> None:
+        if self._session is None:
+            raise RuntimeError("no sandbox session is bound to the run")
+        await self._session.exec(*argv, shell=False)
+
+
+def _tool(
+    tool: ScriptedTool, guardrails: Mapping[str, Any], reach: Callable[[], Reach] | None = None
+) -> FunctionTool:
     listen = TaskListen(RuntimeError)
     if tool.sync:
 
         def sync_body(key: str) -> str:
-            return tool.run_sync({"key": key}, listen)
+            return tool.run_sync({"key": key}, listen, reach() if reach else None)
 
         body: Any = sync_body
     else:
 
         async def async_body(key: str) -> str:
-            return await tool.run({"key": key}, listen)
+            return await tool.run({"key": key}, listen, reach() if reach else None)
 
         body = async_body
     return function_tool(
@@ -156,6 +193,17 @@ def _classify(call_id: str, text: str) -> Outcome:
     return Outcome(call_id, "ok", value=text)
 
 
+class _Sandboxed(SandboxCapability):
+    """The scenario's tools as a sandbox capability's, each body reaching its session."""
+
+    type: str = "toolseam.conformance"
+    scripted: list[ScriptedTool] = Field(default_factory=list[ScriptedTool], exclude=True)
+    guardrails: dict[str, Any] = Field(default_factory=dict[str, Any], exclude=True)
+
+    def tools(self) -> list[Tool]:
+        return [_tool(t, self.guardrails, lambda: _Reach(self.session)) for t in self.scripted]
+
+
 @final
 class OpenAIAgentsDriver:
     """Drives the Agents SDK's streamed run loop, cancelled by ``result.cancel()``."""
@@ -167,7 +215,7 @@ class OpenAIAgentsDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Host cancellation, thread bodies, batches, timeouts, guardrails, run hooks."""
+        """Host cancellation, thread bodies, batches, timeouts, guardrails, hooks, a sandbox."""
         return (
             "host_cancel",
             "sync_bodies",
@@ -176,7 +224,17 @@ class OpenAIAgentsDriver:
             "pre_execute",
             "post_execute",
             "result_observer",
+            "process",
         )
+
+    @property
+    def lacking(self) -> Mapping[Capability, str]:
+        """Why the Agents SDK lacks the capabilities of a body it does not offer."""
+        return {
+            "progress": "a function tool has no channel to report progress on",
+            "elicitation": "a function tool cannot ask its user (the SDK's elicitation answers "
+            "MCP servers' requests)",
+        }
 
     @property
     def backends(self) -> Sequence[str]:
@@ -200,10 +258,19 @@ class OpenAIAgentsDriver:
 
         model = ScriptedModel([ModelStep.respond(ask), [assistant_message("done")]])
         guardrails = _guardrails(scenario)
-        tools: list[Tool] = [_tool(t, guardrails) for t in scenario.tools]
-        agent = Agent(name="conformance", model=model, tools=tools)
         hooks = _Observer(scenario.observer) if scenario.observer is not None else None
-        result = Runner.run_streamed(agent, "go", hooks=hooks)
+        if any("process" in t.reaches for t in scenario.tools):
+            sandboxed = _Sandboxed(scripted=list(scenario.tools), guardrails=guardrails)
+            agent: Agent[Any] = SandboxAgent(
+                name="conformance", model=model, capabilities=[sandboxed]
+            )
+            sandbox = SandboxRunConfig(client=UnixLocalSandboxClient())
+            config = RunConfig(sandbox=sandbox)
+        else:
+            tools: list[Tool] = [_tool(t, guardrails) for t in scenario.tools]
+            agent = Agent(name="conformance", model=model, tools=tools)
+            config = None
+        result = Runner.run_streamed(agent, "go", hooks=hooks, run_config=config)
         holder.append(result)
         try:
             async for _ in result.stream_events():
