@@ -31,6 +31,8 @@ from pydantic_ai import (
     UnexpectedModelBehavior,
     capture_run_messages,
 )
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.external_events import resolve_external_event, wait_for_external_event
 from pydantic_ai.messages import (
     AgentStreamEvent,
     FunctionToolCallEvent,
@@ -1000,6 +1002,56 @@ class TestTheCallersHost:
             'Error: tool "greet": elicitation is not available: the caller of this call offers '
             "none (ToolHost.elicit is not set)"
         )
+
+    @pytest.mark.parametrize("stop", ["run stopped", "deadline"])
+    async def test_an_elicit_on_wait_for_external_event_is_withdrawn_by_a_stop(
+        self, registry: ToolRegistry, published: Published, stop: str
+    ) -> None:
+        """What the docs show composing: pydantic-ai's external events as a host's elicit.
+
+        A stopped run cancels the wait with the call; a deadline aborts the call's signal,
+        and the host withdraws the wait itself.
+        """
+        tokens: list[str] = []
+        asked = anyio.Event()
+
+        async def elicit(
+            exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+        ) -> Elicited[Any]:
+            async def ask(token: str) -> None:
+                tokens.append(token)
+                asked.set()
+
+            answer: Any = None
+            async with anyio.create_task_group() as group:
+
+                async def withdraw() -> None:
+                    await signal.wait()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(withdraw)
+                answer = await wait_for_external_event("confirm", ask=ask)
+                group.cancel_scope.cancel()
+            return Elicited("cancel") if answer is None else Elicited("accept", answer)
+
+        timeout = 0.01 if stop == "deadline" else None
+
+        @define_tool(name="confirm", description="Asks the user.", timeout=timeout)
+        async def confirm(args: NoArgs, exec: ToolRunContext) -> str:
+            return str(await exec.elicit("Sure?", {"type": "object", "properties": {}}))
+
+        registry.register(confirm)
+        script = Script([calls(("confirm", {}, "call_1")), answer("gave up")])
+        agent = agent_for(script, RegistryToolset(registry, host=ToolHost(elicit=elicit)))
+        if stop == "run stopped":
+            history = await run_then_stop(agent, "token", asked.wait)
+            assert published.by_call() == {"call_1": TOOL_ABORTED}
+            interrupted_turn(history, ["call_1"])
+        else:
+            assert (await agent.run("go")).output == "gave up"
+            assert published.by_call() == {"call_1": TOOL_TIMEOUT}
+        with pytest.raises(UserError, match="No wait in this process has this token"):
+            resolve_external_event(tokens[0], {"too": "late"})
 
     def test_a_host_that_is_neither_a_tool_host_nor_callable_is_refused(self) -> None:
         with pytest.raises(
