@@ -883,6 +883,34 @@ async def test_outside_a_run_the_host_sees_them_and_the_messages_keep_the_logs(
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+async def test_a_sync_bodys_events_reach_the_host_and_its_message_outside_a_run() -> None:
+    """A `def` body's events arrive in loop callbacks, where the first one starts the drain."""
+    registry = ToolRegistry()
+
+    @define_tool(name="count", description="Counts in a worker thread.")
+    def count(args: TextArgs, exec: ToolRunContext) -> str:
+        for step in range(20):
+            exec.progress(step, 20)
+        exec.log("debug", step)
+        return "counted"
+
+    registry.register(count)
+    sink = HostSink()
+    turn = model_turn(
+        tool_call("count", "call_1", text="a"), tool_call("count", "call_2", text="b")
+    )
+    stop = AbortController()
+
+    replies = await run_ai_message_tool_calls(registry, turn, signal=stop.signal, host=sink.host())
+
+    for call_id in ("call_1", "call_2"):
+        assert [event for seen, event in sink.events if seen == call_id] == [
+            *(ProgressEvent(step, 20) for step in range(20)),
+            LogEvent("debug", 19),
+        ]
+    assert [reply.response_metadata[LOGS_METADATA_KEY][0]["data"] for reply in replies] == [19, 19]
+
+
 async def test_a_stop_mid_call_answers_every_call_once_after_what_was_reported() -> None:
     registry = ToolRegistry()
     started = anyio.Event()
