@@ -1078,9 +1078,6 @@ class TestProgressAndTheStop:
     async def test_a_stopped_run_streamed_what_came_before_and_publishes_one_result_per_call(
         self, registry: ToolRegistry, published: Published, kind: str
     ) -> None:
-        started = threading.Event()
-        saw: list[AbortSignal] = []
-
         if kind == "async":
 
             @define_tool(
@@ -1088,7 +1085,6 @@ class TestProgressAndTheStop:
             )
             async def work(args: NoArgs, exec: ToolRunContext) -> str:
                 exec.progress(1, 10, "started")
-                started.set()
                 await exec.signal.wait()
                 return "stopped"
 
@@ -1099,8 +1095,6 @@ class TestProgressAndTheStop:
             )
             def work(args: NoArgs, exec: ToolRunContext) -> str:
                 exec.progress(1, 10, "started")
-                started.set()
-                saw.append(exec.signal)
                 while not exec.signal.wait_sync(0.01):
                     pass
                 return "stopped"
