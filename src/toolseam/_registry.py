@@ -459,7 +459,7 @@ class ToolRegistry:
         call_id, name, root_call_id, _problem = _text_fields(
             input.call_id, input.name, input.root_call_id
         )
-        run = self._new_run(input, call_id, name, root_call_id, input.signal)
+        run = self._new_run(input, call_id, name, root_call_id, input.signal, input.host)
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
@@ -472,6 +472,7 @@ class ToolRegistry:
         name: str,
         root_call_id: str,
         signal: AbortSignal,
+        host: object,
     ) -> Run:
         # contract §5.1: the definition visible *now* supplies finalize_content.
         definition = self._tools.get(name)
@@ -482,7 +483,6 @@ class ToolRegistry:
         else:
             finalizer = definition.finalize_content
         parent = input.parent
-        host = cast("object", input.host)  # an untyped caller may pass anything
         listeners = self._events.items
         # A call nobody listens to carries no Reach: exec.progress() then costs a check.
         if host is None:
@@ -532,7 +532,8 @@ class ToolRegistry:
             root_call_id = root_call_id or call_id
         else:
             call_id, name, root_call_id, problem = _text_fields(call_id, name, root_call_id)
-        run = self._new_run(input, call_id, name, root_call_id, signal)
+        host = cast("object", input.host)  # an untyped caller may pass anything
+        run = self._new_run(input, call_id, name, root_call_id, signal, host)
         try:
             if snapshot is None:
                 run._arguments, run._utf8 = materialize_arguments(input.arguments)
@@ -541,7 +542,6 @@ class ToolRegistry:
         except MaterializationError as error:
             # contract §5.2: a materialization failure wins over everything else.
             return self._finish(run, ToolFailure.from_message(f"{ARGUMENTS_NOT_JSON} ({error})"))
-        host = cast("object", input.host)
         if host is not None and type(host) is not ToolHost:
             problem = (
                 f"{problem}; " if problem else ""

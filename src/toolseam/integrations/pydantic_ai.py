@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast, final
 
@@ -193,11 +193,19 @@ class RegistryToolset(AbstractToolset[object]):
     `ToolProgressEvent` or `ToolLogEvent`, in order, while the call runs; the call returns
     its result to pydantic-ai only once every event it reported has been emitted.
 
+    Durable execution: pydantic-ai's ``DBOSDurability`` runs a toolset like this one in the
+    workflow's own code, not in steps. Pass ``execute=DurableTools(registry).execute``
+    (`toolseam.durable`) and each call is one durable step of the workflow instead; see
+    docs/durable.md.
+
     Args:
         registry: The registry whose tools this toolset serves.
         id: The toolset's id, for pydantic-ai (needed only under durable execution).
         max_retries: How many `INVALID_ARGS` retries the model gets per tool; ``None``
             means the agent's own default.
+        execute: What runs each call: ``registry.execute`` (the default), or a function of
+            the same shape that runs it through the registry, such as
+            ``toolseam.durable.DurableTools.execute``.
         host: The caller's own `ToolHost` for every call, or a function that makes one per
             call from its ``RunContext`` (``None``: none for that call). Its ``on_progress``
             and ``on_log`` see the events too; its ``elicit`` and ``sample`` answer the
@@ -210,7 +218,7 @@ class RegistryToolset(AbstractToolset[object]):
             nor callable.
     """
 
-    __slots__ = ("_gate", "_host", "_id", "_max_retries", "_registry")
+    __slots__ = ("_execute", "_gate", "_host", "_id", "_max_retries", "_registry")
 
     def __init__(
         self,
@@ -218,6 +226,7 @@ class RegistryToolset(AbstractToolset[object]):
         *,
         id: str | None = None,
         max_retries: int | None = None,
+        execute: Callable[[ToolExecutionInput], Awaitable[ToolResult]] | None = None,
         host: ToolHost | Callable[[RunContext[Any]], ToolHost | None] | None = None,
     ) -> None:
         given = cast("object", registry)  # checked at runtime too: untyped callers
@@ -228,6 +237,7 @@ class RegistryToolset(AbstractToolset[object]):
         self._registry = registry
         self._id = id
         self._max_retries = max_retries
+        self._execute = registry.execute if execute is None else execute
         self._host = host
         self._gate = _Gate()
 
@@ -244,7 +254,11 @@ class RegistryToolset(AbstractToolset[object]):
     async def for_run(self, ctx: RunContext[object]) -> RegistryToolset:
         """A toolset of the same registry for one agent run, with its own order of calls."""
         return RegistryToolset(
-            self._registry, id=self._id, max_retries=self._max_retries, host=self._host
+            self._registry,
+            id=self._id,
+            max_retries=self._max_retries,
+            execute=self._execute,
+            host=self._host,
         )
 
     async def get_tools(self, ctx: RunContext[object]) -> dict[str, ToolsetTool[object]]:
@@ -302,13 +316,13 @@ class RegistryToolset(AbstractToolset[object]):
                 # contract §7: a call that never started still gets its one result.
                 controller.abort(_STOPPED_WAITING)
                 with anyio.CancelScope(shield=True):
-                    await registry.execute(call)
+                    await self._execute(call)
                 raise
             try:
                 # contract §5: when pydantic-ai cancels this task, execute aborts the body's
                 # signal, waits for the body (a thread included), publishes, and re-raises
                 # the cancellation.
-                result = await registry.execute(call)
+                result = await self._execute(call)
             finally:
                 gate.leave()
         # Leaving call_events emitted every event the call reported: they come first.
