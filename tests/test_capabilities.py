@@ -723,3 +723,43 @@ async def test_abort_error_is_what_the_body_sees() -> None:
         stop.abort("stop")
     assert isinstance(seen[0], AbortError)
     assert str(seen[0]) == "operation aborted: stop"
+
+
+async def test_a_leftover_thread_s_event_posted_after_the_call_settled_is_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: a thread the body left behind passed the body's check, then posted its
+    event after the call had settled; it reached the caller's host (found by the kit's
+    review, issue 26.6)."""
+    import toolseam._reach
+
+    checked = threading.Event()  # the leftover thread passed exec.progress's check
+    settled = threading.Event()  # the call has returned
+    original = toolseam._reach.Reach.emit
+
+    def emit_late(self: Any, exec: ToolExecution, event: ToolEvent) -> None:
+        if threading.current_thread().name == "leftover":
+            checked.set()
+            settled.wait()
+        original(self, exec, event)
+
+    monkeypatch.setattr(toolseam._reach.Reach, "emit", emit_late)
+    leftover_threads: list[threading.Thread] = []
+
+    @define_tool(name="leaves", description="")
+    def leaves(args: TextArgs, exec: ToolRunContext) -> str:
+        thread = threading.Thread(target=exec.progress, args=(1,), name="leftover")
+        leftover_threads.append(thread)
+        thread.start()
+        checked.wait()
+        return "done"
+
+    sink = Sink()
+    registry, _ = registry_with(leaves)
+    result = await registry.execute(make_input("leaves", host=sink.host()))
+    assert isinstance(result, ToolSuccess)
+    settled.set()
+    await anyio.to_thread.run_sync(leftover_threads[0].join)
+    for _ in range(3):  # let the posted delivery run, were it still to be delivered
+        await anyio.lowlevel.checkpoint()
+    assert sink.events == []

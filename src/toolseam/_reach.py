@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 import anyio.lowlevel
 
@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from ._views import ToolExecution, ToolHost
 
 __all__ = ["Reach"]
+
+
+class _Run(Protocol):
+    """What delivery reads of the run behind an execution (`_run.Run`)."""
+
+    _in_body: bool
+
 
 logger = logging.getLogger("toolseam")
 
@@ -67,6 +74,11 @@ class Reach:
             loop[1](lambda: self._deliver_posted(exec, event))
 
     def _deliver_posted(self, exec: ToolExecution, event: ToolEvent) -> None:
+        # A thread the body left behind may have passed the body's check and posted after
+        # the call settled: dropped like any event reported after the body returned. The
+        # worker thread's own events are posted before its completion, so they are in time.
+        if not cast("_Run", exec)._in_body:
+            return
         try:
             self._deliver(exec, event)
         except BaseException as error:  # a loop callback has nowhere to raise it
