@@ -296,6 +296,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "approval.cancelled-vs-rejected",
                 "batch.balanced-after-stop",
                 "listener.pre-abort",
+                "ptc.never-ran-labelled",  # run_code's list of calls, mapped alike
             }
         ),
     ),
@@ -309,6 +310,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "abort.failure-stays",  # the body never got to fail: torn down, it is ABORTED
                 "abort.before-delegating",  # the kit's wrapper is the delegate torn down
                 "nested.parent-signal",
+                # The wrapper wraps the program's nested calls too.
+                "ptc.nested-told-and-awaited",
+                "ptc.host-cancel",
             }
         ),
     ),
@@ -328,10 +332,18 @@ MUTANTS: tuple[Mutant, ...] = (
                 "batch.drained",
                 "abort.before-delegating",  # the kit's wrapper is the delegate abandoned
                 "nested.parent-signal",
+                # run_code itself is abandoned at the stop, its nested calls and sandbox too.
+                "ptc.nested-told-and-awaited",
+                "ptc.never-ran-labelled",
+                "ptc.sandbox-gone",
             }
         ),
     ),
-    Mutant("swallows-host", SwallowsHost, frozenset({"host.propagates", "host.never-ran"})),
+    Mutant(
+        "swallows-host",
+        SwallowsHost,
+        frozenset({"host.propagates", "host.never-ran", "ptc.host-cancel"}),
+    ),
     Mutant("racing-approval", RacingApproval, frozenset({"abort.during-approval"})),
     Mutant("tears-approver-down", TearsApproverDown, frozenset({"abort.during-approval"})),
     Mutant(

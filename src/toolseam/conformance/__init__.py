@@ -6,7 +6,8 @@ bodies report each step, and reports pass, fail or skip per clause (`run_clauses
 `Report`). ``python -m toolseam.conformance --driver NAME_OR_MODULE:ATTR`` is the command
 line; ``-p toolseam.conformance.pytest_plugin`` runs the clauses as pytest items.
 Built-in drivers: ``toolseam`` and the peers ``pydantic-ai``, ``openai-agents``,
-``autogen`` and ``langchain`` (each needing its framework installed).
+``autogen``, ``langchain`` and ``codemode`` (pydantic-ai-harness's ``CodeMode``; each
+needing its framework installed).
 """
 
 from ._clauses import CLAUSES as CLAUSES
@@ -20,6 +21,8 @@ from ._driver import Listen as Listen
 from ._driver import ListenerScript as ListenerScript
 from ._driver import ObserverScript as ObserverScript
 from ._driver import Outcome as Outcome
+from ._driver import Program as Program
+from ._driver import SandboxScript as SandboxScript
 from ._driver import Scenario as Scenario
 from ._driver import Status as Status
 from ._driver import Stop as Stop
@@ -49,7 +52,9 @@ __all__ = (
     "ListenerScript",
     "ObserverScript",
     "Outcome",
+    "Program",
     "Report",
+    "SandboxScript",
     "Scenario",
     "ScriptedTool",
     "Status",

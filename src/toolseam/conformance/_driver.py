@@ -29,6 +29,8 @@ __all__ = [
     "ListenerScript",
     "ObserverScript",
     "Outcome",
+    "Program",
+    "SandboxScript",
     "Scenario",
     "Status",
     "Stop",
@@ -46,6 +48,7 @@ Capability: TypeAlias = Literal[
     "pre_execute",
     "post_execute",
     "result_observer",
+    "ptc",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -60,6 +63,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     "pre_execute",
     "post_execute",
     "result_observer",
+    "ptc",
 )
 """Every capability, in the order reports list them."""
 
@@ -189,6 +193,35 @@ registry's own stage (before the body's dispatch, or after the body and before t
 returned), with a `Listen` on the signal that stage sees, and then lets the call go on as
 the stage's "carry on" answer (toolseam: ``await next()``, an ``Allow`` / ``Accept``)."""
 
+
+@final
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A program for a code-running tool (capability ``ptc``), in no runtime's dialect.
+
+    The driver writes it in its runtime's language, calling the scenario's tools as the
+    runtime exposes them: first every call of `calls`, all made before any is awaited; then,
+    if `await_calls`, those awaited together; then each call of `then`, made and awaited in
+    turn; then, if `spin`, an endless loop. A failure of an awaited call is caught by the
+    program and goes into its value. The program's value is the list of what its awaited
+    calls gave, in that order: ``"done:<key>"``, or ``"error: <message>"``.
+    """
+
+    calls: tuple[Call, ...]
+    """Calls made at once (several in flight)."""
+    await_calls: bool = True
+    """Await `calls` together before going on; ``False`` leaves them in flight."""
+    then: tuple[Call, ...] = ()
+    """Calls made one after another, each awaited, once `calls` are."""
+    spin: bool = False
+    """End in ``while True: pass``: a program that never ends by itself."""
+
+
+SandboxScript: TypeAlias = Callable[[Collection[int]], None]
+"""The kit's sandbox check (capability ``ptc``): the driver calls it the moment its code
+call returned (or raised), with the ids of the processes that ran the program; the kit
+reads the process table there and then."""
+
 ObserverScript: TypeAlias = Callable[[Outcome], None]
 """The kit's scripted result observer: the driver calls it from the registry's own result
 observers with the result classified, and lets what it raises reach the registry."""
@@ -208,6 +241,8 @@ class Scenario:
         "observer",
         "post_execute",
         "pre_execute",
+        "program",
+        "sandbox",
         "stop",
         "tools",
     )
@@ -224,6 +259,8 @@ class Scenario:
         pre_execute: ListenerScript | None = None,
         post_execute: ListenerScript | None = None,
         observer: ObserverScript | None = None,
+        program: Program | None = None,
+        sandbox: SandboxScript | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -243,6 +280,14 @@ class Scenario:
         """Await this in the registry's post-execute stage (capability ``post_execute``)."""
         self.observer: ObserverScript | None = observer
         """Call this from the registry's result observers (capability ``result_observer``)."""
+        self.program: Program | None = program
+        """Run this program with the registry's code-running tool (capability ``ptc``): the
+        one call of `calls` is that tool's call, and `tools` are what the program calls. `run`
+        returns the code call's outcome, then one per nested call as the runtime reports it
+        to the model (the nested call's id, as the runtime labelled it) — none for a call it
+        says nothing about."""
+        self.sandbox: SandboxScript | None = sandbox
+        """Call this with the sandbox's process ids the moment the code call returns."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []

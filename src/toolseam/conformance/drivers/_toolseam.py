@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import NoReturn, cast, final
 
@@ -37,7 +38,16 @@ from toolseam import (
 from .._driver import CAPABILITIES, Call, Capability, ListenerScript, Outcome, Scenario, Status
 from .._scripts import ScriptedTool
 
-__all__ = ["Listen", "ToolseamDriver", "define", "outcome_of", "registry_for", "run_on"]
+__all__ = [
+    "Listen",
+    "ProgramRunner",
+    "ToolseamDriver",
+    "capabilities",
+    "define",
+    "outcome_of",
+    "registry_for",
+    "run_on",
+]
 
 _STATUS: Mapping[str | None, Status] = {
     "ABORTED": "aborted",
@@ -209,8 +219,8 @@ class ToolseamDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Every capability."""
-        return CAPABILITIES
+        """Every capability (``ptc`` once pydantic-monty, the ``ptc`` extra, is installed)."""
+        return capabilities()
 
     @property
     def backends(self) -> Sequence[str]:
@@ -218,8 +228,9 @@ class ToolseamDriver:
         return ("asyncio", "trio")
 
     def versions(self) -> Mapping[str, str]:
-        """Toolseam and anyio."""
-        return {name: importlib.metadata.version(name) for name in ("toolseam", "anyio")}
+        """Toolseam and anyio (and pydantic-monty, which runs the programs, if installed)."""
+        names = ("toolseam", "anyio", *(("pydantic-monty",) if "ptc" in capabilities() else ()))
+        return {name: importlib.metadata.version(name) for name in names}
 
     async def run(self, scenario: Scenario) -> Sequence[Outcome]:
         """Run the scenario on a fresh registry."""
@@ -229,15 +240,33 @@ class ToolseamDriver:
 Define = Callable[[ToolRegistry, ScriptedTool], ToolDefinition[KeyArgs, str]]
 
 
+def capabilities() -> tuple[Capability, ...]:
+    """What toolseam's driver offers here: all, but ``ptc`` only with ``toolseam[ptc]``."""
+    if importlib.util.find_spec("pydantic_monty") is not None:
+        return CAPABILITIES
+    return tuple(c for c in CAPABILITIES if c != "ptc")
+
+
 def registry_for(scenario: Scenario, *, timeouts: bool = True) -> ToolRegistry:
     """A fresh registry for ``scenario`` (with its approver as the approval service)."""
     return ToolRegistry(_Approval(scenario) if scenario.approval else None, timeouts=timeouts)
 
 
+ProgramRunner = Callable[[ToolRegistry, Scenario, AbortSignal], Awaitable[Sequence[Outcome]]]
+"""Runs a scenario's program (capability ``ptc``) on a registry, with the call's signal."""
+
+
 async def run_on(
-    registry: ToolRegistry, scenario: Scenario, define: Define = define
+    registry: ToolRegistry,
+    scenario: Scenario,
+    define: Define = define,
+    program: ProgramRunner | None = None,
 ) -> Sequence[Outcome]:
-    """Register the scenario's tools and stages on ``registry`` and run its calls."""
+    """Register the scenario's tools and stages on ``registry`` and run its calls.
+
+    A scenario with a program runs it with ``program`` (by default `toolseam.ptc`'s
+    ``run_code``, `run_program`).
+    """
     for tool in scenario.tools:
         registry.register(define(registry, tool))
     if scenario.approval is not None:
@@ -254,6 +283,12 @@ async def run_on(
         registry.on_result(lambda exec, result: observer(outcome_of(exec.call_id, result)))
     controller = AbortController()
     scenario.stop.connect(controller.abort)
+    if scenario.program is not None:
+        if program is None:
+            from ._toolseam_ptc import run_program  # pydantic-monty: only for a program
+
+            program = run_program
+        return await program(registry, scenario, controller.signal)
     if scenario.batch:
         calls = [ToolCall(c.call_id, c.tool, dict(c.arguments)) for c in scenario.calls]
         outcomes = await run_tool_calls(
