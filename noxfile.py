@@ -109,6 +109,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("openai-agents", "asyncio"),
     ("autogen", "asyncio"),
     ("langchain", "asyncio"),
+    ("codemode", "asyncio"),
 ]
 
 
