@@ -336,6 +336,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "ptc.nested-told-and-awaited",
                 "ptc.never-ran-labelled",
                 "ptc.sandbox-gone",
+                "ptc.host-cancel",
             }
         ),
     ),

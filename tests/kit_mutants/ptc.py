@@ -64,9 +64,8 @@ class RacesTheStop(_PtcMutant):
 
 
 class _NoNeverRanRun(Run):
-    @property
-    def nested_calls(self) -> list[dict[str, Any]]:
-        calls = super().nested_calls
+    def nested_calls(self) -> Any:
+        calls = [dict(entry) for entry in super().nested_calls()]
         for entry in calls:
             if entry["code"] == "ABORTED_BEFORE_DISPATCH":
                 entry["code"] = "ABORTED"

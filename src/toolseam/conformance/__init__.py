@@ -16,13 +16,13 @@ from ._driver import CAPABILITIES as CAPABILITIES
 from ._driver import ApprovalScript as ApprovalScript
 from ._driver import Call as Call
 from ._driver import Capability as Capability
+from ._driver import CodeReturnScript as CodeReturnScript
 from ._driver import Driver as Driver
 from ._driver import Listen as Listen
 from ._driver import ListenerScript as ListenerScript
 from ._driver import ObserverScript as ObserverScript
 from ._driver import Outcome as Outcome
 from ._driver import Program as Program
-from ._driver import SandboxScript as SandboxScript
 from ._driver import Scenario as Scenario
 from ._driver import Status as Status
 from ._driver import Stop as Stop
@@ -46,6 +46,7 @@ __all__ = (
     "Capability",
     "Clause",
     "ClauseResult",
+    "CodeReturnScript",
     "Driver",
     "DriverUnavailable",
     "Listen",
@@ -54,7 +55,6 @@ __all__ = (
     "Outcome",
     "Program",
     "Report",
-    "SandboxScript",
     "Scenario",
     "ScriptedTool",
     "Status",

@@ -24,13 +24,13 @@ __all__ = [
     "ApprovalScript",
     "Call",
     "Capability",
+    "CodeReturnScript",
     "Driver",
     "Listen",
     "ListenerScript",
     "ObserverScript",
     "Outcome",
     "Program",
-    "SandboxScript",
     "Scenario",
     "Status",
     "Stop",
@@ -217,10 +217,12 @@ class Program:
     """End in ``while True: pass``: a program that never ends by itself."""
 
 
-SandboxScript: TypeAlias = Callable[[Collection[int]], None]
-"""The kit's sandbox check (capability ``ptc``): the driver calls it the moment its code
-call returned (or raised), with the ids of the processes that ran the program; the kit
-reads the process table there and then."""
+CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]
+"""The kit's witness of a code call's return (capability ``ptc``): the driver calls it the
+moment its code call returned (or raised, or let a host's cancellation go on), with the ids
+of the processes that ran the program. The kit takes its sequence number and reads the
+process table there and then: a driver may do more before `Driver.run` returns (close a
+sandbox pool, which waits for whatever is left), and that must not count."""
 
 ObserverScript: TypeAlias = Callable[[Outcome], None]
 """The kit's scripted result observer: the driver calls it from the registry's own result
@@ -237,12 +239,12 @@ class Scenario:
         "around",
         "batch",
         "calls",
+        "code_returned",
         "max_parallel",
         "observer",
         "post_execute",
         "pre_execute",
         "program",
-        "sandbox",
         "stop",
         "tools",
     )
@@ -260,7 +262,7 @@ class Scenario:
         post_execute: ListenerScript | None = None,
         observer: ObserverScript | None = None,
         program: Program | None = None,
-        sandbox: SandboxScript | None = None,
+        code_returned: CodeReturnScript | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -286,8 +288,8 @@ class Scenario:
         returns the code call's outcome, then one per nested call as the runtime reports it
         to the model (the nested call's id, as the runtime labelled it) — none for a call it
         says nothing about."""
-        self.sandbox: SandboxScript | None = sandbox
-        """Call this with the sandbox's process ids the moment the code call returns."""
+        self.code_returned: CodeReturnScript | None = code_returned
+        """Call this the moment the code call returns, with the sandbox's process ids."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []

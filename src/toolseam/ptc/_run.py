@@ -285,20 +285,19 @@ class Run:
             self._stop_error = error
             self._stop.abort(error)
 
-    @property
-    def nested_calls(self) -> list[dict[str, JsonValue]]:
-        """Every nested call so far, with its outcome code."""
+    def nested_calls(self) -> JsonValue:
+        """Every nested call so far, with its outcome code (a frozen JSON list)."""
         with self._cond:
             calls = list(self._calls)
-        return [call.to_json() for call in calls]
+        return materialize([call.to_json() for call in calls])
 
-    def record(self) -> dict[str, JsonValue]:
+    def record(self, nested_calls: JsonValue) -> dict[str, JsonValue]:
         """The context this run adds to its ``run_code`` result, whatever that result is."""
         return {
             CONTEXT_KEY: {
                 "worker_pid": self._sandbox.pid,
                 "stdout": self._sandbox.output.output,
-                "nested_calls": self.nested_calls,
+                "nested_calls": nested_calls,
             }
         }
 
@@ -321,7 +320,9 @@ class Run:
                         self.stop(_HostCancelled("the host cancelled the run"))
                         raise
             finally:
-                exec.defer_context(self.record())
+                # Frozen once: the result's value and its context share the snapshot.
+                nested_calls = self.nested_calls()
+                exec.defer_context(self.record(nested_calls))
         reason = self.signal.reason if self.signal.aborted else None
         if reason is not None and reason is not self._stop_error:
             exec.signal.raise_if_aborted()  # the caller's abort (or deadline) came first
@@ -332,7 +333,7 @@ class Run:
         return {
             "output": _json_or_repr(self._output, self._config.output_chars),
             "stdout": self._sandbox.output.output,
-            "nested_calls": self.nested_calls,
+            "nested_calls": nested_calls,
         }
 
     async def _shielded(self) -> None:

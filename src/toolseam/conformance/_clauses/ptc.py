@@ -7,6 +7,11 @@ order: every nested call in flight is told through its signal and awaited, the m
 which nested calls ran and which never did, no nested call starts after the stop, and the
 sandbox process has exited when the code call returns — a program that never ends by
 itself included.
+
+"Awaited" and "exited" are read at the code call's return, which the driver reports
+(`Scenario.code_returned`): the kit takes the probe's next number and reads the process
+table there. `Driver.run` may return later — a driver closing its sandbox pool waits for
+whatever a code call left behind — and that must not hide a code call that returned first.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from collections.abc import Collection, Sequence
 
 from .._driver import Call, Outcome, Program, Scenario
 from .._kit import Kit, Running
+from .._probe import BodyRecord
 from .._scripts import ScriptedTool, done
-from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
+from ._base import clause, describe, expect_status
 from .host import _expect_propagated
 
 _SECTION = "§7, nested dispatch"
@@ -29,12 +35,46 @@ def _tools(kit: Kit) -> list[ScriptedTool]:
     return [kit.tool("hold", "hold", parallel=True), kit.tool("ok", "ok", parallel=True)]
 
 
-def _program_scenario(kit: Kit, program: Program, **options: object) -> Scenario:
+class _CodeReturn:
+    """The kit's witness of the code call's return (`Scenario.code_returned`)."""
+
+    def __init__(self, kit: Kit) -> None:
+        self._kit = kit
+        self.at: int | None = None
+        """The probe's number when the code call returned (``None``: never reported)."""
+        self.records: dict[str, BodyRecord] = {}
+        self.running: dict[int, bool] = {}
+        """The sandbox's processes then, and whether each still ran."""
+
+    def __call__(self, pids: Collection[int]) -> None:
+        if self.at is None:  # the first report counts
+            self.at, self.records = self._kit.probe.stamp()
+            self.running = {pid: _running(pid) for pid in pids}
+
+    def expect_reported(self) -> int:
+        """The probe's number at the return; fails the clause if the driver never said."""
+        if self.at is None:
+            self._kit.fail("the driver never reported the code call's return")
+        return self.at
+
+    def expect_awaited(self, key: str) -> None:
+        """Fail unless nested call ``key`` had finished when the code call returned."""
+        at = self.expect_reported()
+        finished_at = self._kit.probe.body(key).finished_at
+        if finished_at is None or finished_at > at:
+            when = "had not finished by then" if finished_at is None else f"at step {finished_at}"
+            self._kit.fail(
+                f"the code call returned while nested call {key} was still running (it returned "
+                f"at step {at}; {key} finished {when})"
+            )
+
+
+def _program_scenario(kit: Kit, program: Program, returned: _CodeReturn) -> Scenario:
     return Scenario(
         tools=_tools(kit),
         calls=[kit.call("run_code", _CODE)],
         program=program,
-        **options,  # type: ignore[arg-type]
+        code_returned=returned,
     )
 
 
@@ -76,7 +116,7 @@ def _expect_told_by_signal(kit: Kit, keys: Sequence[str]) -> None:
 )
 async def _results(kit: Kit) -> str:
     program = Program(_calls("ok", "n1", "n2"), then=_calls("ok", "n3"))
-    running = await kit.run(_program_scenario(kit, program))
+    running = await kit.run(_program_scenario(kit, program, _CodeReturn(kit)))
     outcome = running.outcome(_CODE)
     expect_status(kit, outcome, "ok")
     wanted = [done("n1"), done("n2"), done("n3")]
@@ -92,7 +132,8 @@ async def _results(kit: Kit) -> str:
 )
 async def _told_and_awaited(kit: Kit) -> str:
     keys = ("n1", "n2", "n3")
-    running = kit.start(_program_scenario(kit, Program(_calls("hold", *keys))))
+    returned = _CodeReturn(kit)
+    running = kit.start(_program_scenario(kit, Program(_calls("hold", *keys)), returned))
     await _abort_while_held(kit, running, keys)
     for key in keys:
         await running.until("told", key)
@@ -101,10 +142,7 @@ async def _told_and_awaited(kit: Kit) -> str:
     await running.finish()
     _expect_told_by_signal(kit, keys)
     for key in keys:
-        expect_awaited(
-            kit, running, key, f"the code call returned while nested call {key} was still running"
-        )
-    expect_quiet(kit, running)
+        returned.expect_awaited(key)
     return "three nested calls told through their signal and awaited"
 
 
@@ -117,7 +155,7 @@ async def _told_and_awaited(kit: Kit) -> str:
 )
 async def _labelled(kit: Kit) -> str:
     program = Program(_calls("hold", "n1"), then=_calls("ok", "n2"))
-    running = kit.start(_program_scenario(kit, program))
+    running = kit.start(_program_scenario(kit, program, _CodeReturn(kit)))
     await _abort_while_held(kit, running, ("n1",))
     await running.finish()
     ran = _listed(kit, running, "n1")
@@ -145,7 +183,7 @@ async def _labelled(kit: Kit) -> str:
 )
 async def _no_call_after_stop(kit: Kit) -> str:
     program = Program(_calls("hold", "n1"), then=_calls("ok", "n2", "n3"))
-    running = kit.start(_program_scenario(kit, program))
+    running = kit.start(_program_scenario(kit, program, _CodeReturn(kit)))
     await _abort_while_held(kit, running, ("n1",))
     await running.finish()
     for key in ("n2", "n3"):
@@ -164,19 +202,15 @@ async def _no_call_after_stop(kit: Kit) -> str:
     requires=["ptc"],
 )
 async def _sandbox_gone(kit: Kit) -> str:
-    reports: list[dict[int, bool]] = []
-
-    def sandbox(pids: Collection[int]) -> None:
-        reports.append({pid: _running(pid) for pid in pids})
-
+    returned = _CodeReturn(kit)
     program = Program(_calls("hold", "n1"), await_calls=False, spin=True)
-    running = kit.start(_program_scenario(kit, program, sandbox=sandbox))
+    running = kit.start(_program_scenario(kit, program, returned))
     await _abort_while_held(kit, running, ("n1",))
     await running.finish()
-    kit.check(bool(reports), "the driver reported no sandbox process when the code call returned")
-    pids = sorted(reports[-1])
+    returned.expect_reported()
+    pids = sorted(returned.running)
     kit.check(bool(pids), "the driver reported no sandbox process when the code call returned")
-    still = [pid for pid in pids if reports[-1][pid]]
+    still = [pid for pid in pids if returned.running[pid]]
     kit.check(not still, f"sandbox process {still} was still running when the code call returned")
     return f"process {', '.join(map(str, pids))} gone when the call returned"
 
@@ -189,7 +223,8 @@ async def _sandbox_gone(kit: Kit) -> str:
 )
 async def _host_cancel(kit: Kit) -> str:
     keys = ("n1", "n2")
-    running = kit.start(_program_scenario(kit, Program(_calls("hold", *keys))))
+    returned = _CodeReturn(kit)
+    running = kit.start(_program_scenario(kit, Program(_calls("hold", *keys)), returned))
     for key in keys:
         await running.until("entered", key)
     running.host_cancel()
@@ -202,9 +237,7 @@ async def _host_cancel(kit: Kit) -> str:
     kit.check(running.cancelled, "the host's cancellation did not propagate")
     _expect_told_by_signal(kit, keys)
     for key in keys:
-        expect_awaited(
-            kit, running, key, f"the cancellation went on while nested call {key} still ran"
-        )
+        returned.expect_awaited(key)
     return "told, awaited, propagated"
 
 

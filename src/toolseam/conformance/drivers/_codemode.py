@@ -199,8 +199,10 @@ class CodeModeDriver:
             try:
                 result = await agent.run("go", cancellation_token=token)
             finally:
-                if scenario.sandbox is not None:
-                    scenario.sandbox(sorted(workers))
+                # run_code's return is inside the run: its end is the nearest point the
+                # driver sees (CodeMode closes its pool there too).
+                if scenario.code_returned is not None:
+                    scenario.code_returned(sorted(workers))
         except RunCancelled:
             return [Outcome(call.call_id, "cancelled", _INTERRUPTED)]
         except Exception as error:

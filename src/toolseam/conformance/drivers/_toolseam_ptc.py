@@ -46,18 +46,23 @@ async def run_program(
     tools = [tool.name for tool in scenario.tools]
     async with build(registry, tools=tools, grace=GRACE) as run_code:
         registry.register(run_code)
-        result = await registry.execute(
-            ToolExecutionInput(
-                call_id=call.call_id,
-                name=run_code.name,
-                arguments={"code": monty_program(program)},
-                signal=signal,
+        context: Mapping[str, Any] = {}
+        try:
+            result = await registry.execute(
+                ToolExecutionInput(
+                    call_id=call.call_id,
+                    name=run_code.name,
+                    arguments={"code": monty_program(program)},
+                    signal=signal,
+                )
             )
-        )
-        context = _context(result.additional_contexts)
-        if scenario.sandbox is not None:
-            pid = context.get("worker_pid")
-            scenario.sandbox([pid] if isinstance(pid, int) else [])
+            context = _context(result.additional_contexts)
+        finally:
+            # The moment run_code returned (or let a host's cancellation go on): closing the
+            # tool below waits for anything it left behind, which must not count.
+            if scenario.code_returned is not None:
+                pid = context.get("worker_pid")
+                scenario.code_returned([pid] if isinstance(pid, int) else [])
     if isinstance(result, ToolSuccess):
         value = cast("Mapping[str, JsonValue]", result.value)
         outcomes = [Outcome(call.call_id, "ok", value=value["output"])]
