@@ -27,6 +27,7 @@ run's stop, and it is re-raised once the run has settled.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -344,26 +345,26 @@ class Run:
                 self._done.set()
 
     async def _work(self) -> None:
-        helpers: list[anyio.CancelScope] = []
+        watcher = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._dispatch)
-            helpers.append(anyio.CancelScope())
-            tg.start_soon(self._watch, helpers[-1])
-            if self._config.wall_clock is not None:
-                helpers.append(anyio.CancelScope())
-                tg.start_soon(self._wall_clock, helpers[-1], self._config.wall_clock)
+            tg.start_soon(self._watch, watcher)
             try:
                 await self._drive()
             finally:
                 # The program is over and its process closed or gone; the dispatcher begins
                 # the calls it made last, and this task group awaits every nested call.
-                for scope in helpers:
-                    scope.cancel()
+                watcher.cancel()
 
     async def _watch(self, scope: anyio.CancelScope) -> None:
         with scope:
-            await self.signal.wait()
+            seconds = self._config.wall_clock
+            with anyio.move_on_after(math.inf if seconds is None else seconds):
+                await self.signal.wait()
+            if not self.signal.aborted:  # the wall clock ran out first
+                limit = PtcLimitError(f"the program ran past its wall-clock limit of {seconds:g}s")
+                self.stop(limit)
             self._sandbox.doom()
             self._wake_driver()  # a driver asleep or waiting for a future hears of the stop
             # Every nested call that was running has been told through its signal: await
@@ -375,11 +376,6 @@ class Run:
             await anyio.sleep(self._config.grace)
             self._sandbox.kill()
             self._wake_driver()
-
-    async def _wall_clock(self, scope: anyio.CancelScope, seconds: float) -> None:
-        with scope:
-            await anyio.sleep(seconds)
-            self.stop(PtcLimitError(f"the program ran past its wall-clock limit of {seconds:g}s"))
 
     # Driving the sandbox: the event loop's side.
 
