@@ -135,6 +135,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("openai-agents", "asyncio"),
     ("autogen", "asyncio"),
     ("langchain", "asyncio"),
+    ("codemode", "asyncio"),
 ]
 
 

@@ -12,6 +12,12 @@ Three figures, on asyncio and trio, each against its target (issue 27):
   sandbox process exited (target ≤ grace + 100 ms, grace 100 ms here).
 * **trivial run**: ``run_code`` of ``1 + 1`` with a warm pool, per call (target ≤ 1 ms).
 
+The per-nested-call table also shows the floor: the same programs driven by a bare snapshot
+loop in one thread, every call answered at once (no registry, no event loop: pydantic-monty's
+own host round trip). A sequential nested call cannot cost less than that round trip plus a
+direct call; a gathered one can overlap the two (the event loop runs the call while the
+driver thread resumes the program).
+
 Run with ``python benchmarks/bench_ptc.py``.
 """
 
@@ -22,7 +28,16 @@ from typing import Any
 
 import _harness
 import anyio
+import anyio.to_thread
 from _harness import Check, Series, perf_ns
+from pydantic_monty import (
+    ExternalFuture,
+    ExternalReturnValue,
+    FunctionSnapshot,
+    FutureSnapshot,
+    Monty,
+    MontyComplete,
+)
 from typing_extensions import TypedDict
 
 from toolseam import (
@@ -88,6 +103,24 @@ async def wait(args: Index, exec: ToolRunContext) -> int:
     return 0
 
 
+def _monty_alone(pool: Monty, code: str, runs: int) -> int:
+    """``runs`` programs driven by a bare snapshot loop, every call answered at once."""
+    answer = ExternalReturnValue(return_value=1)
+    future = ExternalFuture(future=...)
+    start = perf_ns()
+    for _ in range(runs):
+        with pool.checkout(limits={"max_suspensions": 1 << 40}) as session:
+            step: Any = session.feed_start(code)
+            while not isinstance(step, MontyComplete):
+                if isinstance(step, FunctionSnapshot):
+                    step = step.resume(future if step.function_name == "noop" else answer)
+                elif isinstance(step, FutureSnapshot):
+                    step = step.resume(dict.fromkeys(step.pending_call_ids, answer))
+                else:
+                    step = step.resume()
+    return perf_ns() - start
+
+
 def _input(name: str, arguments: object, signal: AbortController | None = None) -> Any:
     return ToolExecutionInput(
         call_id="c",
@@ -122,36 +155,58 @@ async def _measure(backend: str, quick: bool) -> list[Check]:
 
             return batch
 
+        def alone(code: str) -> Any:
+            async def batch(n: int) -> int:
+                return await anyio.to_thread.run_sync(_monty_alone, floor_pool, code, n)
+
+            return batch
+
         rounds = 3 if quick else 11
         runs = 1 if quick else 4
         # Per nested call: each batch is `runs` programs of NESTED calls, or as many direct
         # calls; `interleave_async` divides by `runs`, the row below by NESTED.
-        series = await _harness.interleave_async(
-            [
-                ("direct execute", direct),
-                ("run_code gather", program(GATHER)),
-                ("run_code sequential", program(SEQUENTIAL)),
-            ],
-            rounds=rounds,
-            calls=runs,
-            warmup_calls=1,
-        )
+        with Monty(min_processes=1) as floor_pool:
+            series = await _harness.interleave_async(
+                [
+                    ("direct execute", direct),
+                    ("run_code gather", program(GATHER)),
+                    ("run_code sequential", program(SEQUENTIAL)),
+                    ("monty alone, gather", alone(GATHER)),
+                    ("monty alone, sequential", alone(SEQUENTIAL)),
+                ],
+                rounds=rounds,
+                calls=runs,
+                warmup_calls=1,
+            )
         per_call = [Series(s.name, [v / NESTED for v in s.per_round]) for s in series]
+        direct_series, gather, sequential, alone_gather, alone_sequential = per_call
         _harness.print_table(
             f"ptc: per nested call ({backend}, {NESTED} calls a program, µs)",
             per_call,
             baselines=["direct execute"],
+            note="monty alone: the sandbox's own round trip, no registry and no event loop",
         )
-        checks.extend(
-            Check(
-                f"ptc nested call / direct execute, {contender.name.split()[-1]} ({backend})",
-                contender.ratio(per_call[0]),
-                3.0,
-                "x",
-                f"{contender.median:.1f} µs vs {per_call[0].median:.2f} µs",
+        for contender, floor in ((gather, alone_gather), (sequential, alone_sequential)):
+            kind = contender.name.split()[-1]
+            # The sequential floor: the round trip, then the call (nothing overlaps).
+            floor_ratio = Series(
+                "floor",
+                [
+                    (alone + call) / call
+                    for alone, call in zip(floor.per_round, direct_series.per_round, strict=True)
+                ],
+            ).median
+            checks.append(
+                Check(
+                    f"ptc nested call / direct execute, {kind} ({backend})",
+                    contender.ratio(direct_series),
+                    3.0,
+                    "x",
+                    f"{contender.median:.1f} µs vs {direct_series.median:.2f} µs; monty's round "
+                    f"trip alone {floor.median:.1f} µs: round trip + direct call = "
+                    f"{floor_ratio:.2f}x",
+                )
             )
-            for contender in per_call[1:]
-        )
 
         # A trivial program from the warm pool.
         trivial = await _harness.interleave_async(

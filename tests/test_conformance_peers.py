@@ -17,6 +17,7 @@ PEERS = {
     "openai-agents": "openai-agents",
     "autogen": "autogen-core",
     "langchain": "langchain-core",
+    "codemode": "pydantic-ai-harness",
 }
 
 

@@ -27,12 +27,17 @@ from toolseam import (
     TOOL_TIMEOUT,
     AbortController,
     Deny,
+    ElicitationRequest,
+    Elicited,
     ExecutionToken,
+    LogEvent,
     Next,
     PreDecision,
+    ProgressEvent,
     ToolExecution,
     ToolExecutionInput,
     ToolFailure,
+    ToolHost,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
@@ -219,6 +224,87 @@ async def test_sync_and_parallel_calls_return_values_and_list_each_call() -> Non
     assert tools.parents == [token, token, token]
     assert tools.roots == ["run", "run", "run"]
     assert len(tools.nested_results(token)) == 3
+
+
+async def test_a_tool_read_without_a_call_is_a_function_the_program_can_call_later() -> None:
+    tools = Tools()
+    async with opened(tools):
+        code = (
+            "f = lookup\n"
+            "g = lookup_sync\n"
+            "pick = {'async': f, 'sync': g}\n"
+            "[await pick['async'](key='a'), pick['sync']('b')]"
+        )
+        result = await run_code(tools, code)
+    assert isinstance(result, ToolSuccess), result
+    assert result.value["output"] == ["A", "B"]  # type: ignore[index, call-overload]
+    assert codes(result) == [("lookup", "OK"), ("lookup", "OK")]
+
+
+async def test_nested_events_reach_the_callers_host_and_run_code_reports_each_settled_call() -> (
+    None
+):
+    registry = ToolRegistry()
+    events: list[tuple[ToolExecution, ProgressEvent | LogEvent]] = []
+    asked: list[tuple[str, ElicitationRequest]] = []
+
+    @define_tool(name="report", description="Report, log and ask.", is_concurrency_safe=_parallel)
+    async def report(args: Index, exec: ToolRunContext) -> int:
+        exec.progress(1, total=2, message=f"half of {args['i']}")
+        exec.log("info", {"i": args["i"]}, logger="report")
+        answer = await exec.elicit("go on?", {"type": "object", "properties": {}})
+        return args["i"] if answer.accepted else -1
+
+    async def elicit(
+        exec: ToolExecution, request: ElicitationRequest, signal: Any
+    ) -> Elicited[Any]:
+        asked.append((exec.call_id, request))
+        return Elicited("accept", {})
+
+    host = ToolHost(
+        on_progress=lambda exec, event: events.append((exec, event)),
+        on_log=lambda exec, event: events.append((exec, event)),
+        elicit=elicit,
+    )
+    registry.register(report)
+    code = (
+        "import asyncio\nr = await asyncio.gather(report(i=1), report(i=2))\nr + [report_sync(i=3)]"
+    )
+    async with ptc_tool(registry, tools=["report"], grace=GRACE) as run:
+        registry.register(run)
+        result = await registry.execute(
+            ToolExecutionInput(
+                call_id="run",
+                name="run_code",
+                arguments={"code": code},
+                signal=AbortController().signal,
+                host=host,
+            )
+        )
+    assert isinstance(result, ToolSuccess), result
+    assert result.value["output"] == [1, 2, 3]  # type: ignore[index, call-overload]
+    (run_exec,) = {exec for exec, _ in events if exec.name == "run_code"}
+    nested = [(exec, event) for exec, event in events if exec.name == "report"]
+    # Each nested body's progress and log reached the run_code caller's host, from a nested
+    # execution whose parent is the run_code call; its question too.
+    assert {exec.call_id for exec, _ in nested} == {"run.1", "run.2", "run.3"}
+    assert all(exec.parent is run_exec.token for exec, _ in nested)
+    assert sorted(event.message for _, event in nested if isinstance(event, ProgressEvent)) == [
+        "half of 1",
+        "half of 2",
+        "half of 3",
+    ]
+    assert sorted(
+        event.data["i"]
+        for _, event in nested
+        if isinstance(event, LogEvent)  # type: ignore[index, call-overload]
+    ) == [1, 2, 3]
+    assert sorted(call_id for call_id, _ in asked) == ["run.1", "run.2", "run.3"]
+    # run_code itself reports one step per settled nested call, in the order they settled.
+    own = [event for exec, event in events if exec is run_exec]
+    assert [(event.progress, event.total) for event in own] == [(1, None), (2, None), (3, None)]
+    assert all(isinstance(event, ProgressEvent) for event in own)
+    assert [event.message for event in own][-1] == "run.3 report -> OK"
 
 
 async def test_description_has_typed_stubs_of_the_exposed_tools_only() -> None:

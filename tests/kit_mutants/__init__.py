@@ -8,10 +8,10 @@ skip) every other clause. A new family of clauses adds a module here with its ow
 
 from __future__ import annotations
 
-from . import capabilities, core
+from . import capabilities, core, ptc
 from ._base import BOTH, Mutant, ToolseamMutant, race_abort
 
 __all__ = ["BOTH", "MUTANTS", "Mutant", "ToolseamMutant", "race_abort"]
 
-MUTANTS: tuple[Mutant, ...] = (*core.MUTANTS, *capabilities.MUTANTS)
+MUTANTS: tuple[Mutant, ...] = (*core.MUTANTS, *capabilities.MUTANTS, *ptc.MUTANTS)
 """Every mutant, from every family's module."""

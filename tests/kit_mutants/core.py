@@ -298,6 +298,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "approval.cancelled-vs-rejected",
                 "batch.balanced-after-stop",
                 "listener.pre-abort",
+                "ptc.never-ran-labelled",  # run_code's list of calls, mapped alike
             }
         ),
     ),
@@ -312,6 +313,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "abort.before-delegating",  # the kit's wrapper is the delegate torn down
                 "nested.parent-signal",
                 "elicit.withdrawn",  # the body's pending elicitation is torn down with it
+                # The wrapper wraps the program's nested calls too.
+                "ptc.nested-told-and-awaited",
+                "ptc.host-cancel",
             }
         ),
     ),
@@ -335,10 +339,19 @@ MUTANTS: tuple[Mutant, ...] = (
                 "elicit.withdrawn",
                 "process.no-child",
                 "process.host-cancel",
+                # run_code itself is abandoned at the stop, its nested calls and sandbox too.
+                "ptc.nested-told-and-awaited",
+                "ptc.never-ran-labelled",
+                "ptc.sandbox-gone",
+                "ptc.host-cancel",
             }
         ),
     ),
-    Mutant("swallows-host", SwallowsHost, frozenset({"host.propagates", "host.never-ran"})),
+    Mutant(
+        "swallows-host",
+        SwallowsHost,
+        frozenset({"host.propagates", "host.never-ran", "ptc.host-cancel"}),
+    ),
     Mutant("racing-approval", RacingApproval, frozenset({"abort.during-approval"})),
     Mutant("tears-approver-down", TearsApproverDown, frozenset({"abort.during-approval"})),
     Mutant(

@@ -6,7 +6,8 @@ bodies report each step, and reports pass, fail or skip per clause (`run_clauses
 `Report`). ``python -m toolseam.conformance --driver NAME_OR_MODULE:ATTR`` is the command
 line; ``-p toolseam.conformance.pytest_plugin`` runs the clauses as pytest items.
 Built-in drivers: ``toolseam`` and the peers ``pydantic-ai``, ``openai-agents``,
-``autogen`` and ``langchain`` (each needing its framework installed).
+``autogen``, ``langchain`` and ``codemode`` (pydantic-ai-harness's ``CodeMode``; each
+needing its framework installed).
 """
 
 from ._clauses import CLAUSES as CLAUSES
@@ -15,11 +16,13 @@ from ._driver import CAPABILITIES as CAPABILITIES
 from ._driver import ApprovalScript as ApprovalScript
 from ._driver import Call as Call
 from ._driver import Capability as Capability
+from ._driver import CodeReturnScript as CodeReturnScript
 from ._driver import Driver as Driver
 from ._driver import Listen as Listen
 from ._driver import ListenerScript as ListenerScript
 from ._driver import ObserverScript as ObserverScript
 from ._driver import Outcome as Outcome
+from ._driver import Program as Program
 from ._driver import Scenario as Scenario
 from ._driver import Status as Status
 from ._driver import Stop as Stop
@@ -47,6 +50,7 @@ __all__ = (
     "Capability",
     "Clause",
     "ClauseResult",
+    "CodeReturnScript",
     "Driver",
     "DriverUnavailable",
     "ElicitationScript",
@@ -54,6 +58,7 @@ __all__ = (
     "ListenerScript",
     "ObserverScript",
     "Outcome",
+    "Program",
     "ProgressSink",
     "Reach",
     "Reaching",

@@ -25,11 +25,13 @@ __all__ = [
     "ApprovalScript",
     "Call",
     "Capability",
+    "CodeReturnScript",
     "Driver",
     "Listen",
     "ListenerScript",
     "ObserverScript",
     "Outcome",
+    "Program",
     "Scenario",
     "Status",
     "Stop",
@@ -50,6 +52,7 @@ Capability: TypeAlias = Literal[
     "progress",
     "elicitation",
     "process",
+    "ptc",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -67,6 +70,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     "progress",
     "elicitation",
     "process",
+    "ptc",
 )
 """Every capability, in the order reports list them."""
 
@@ -196,6 +200,37 @@ registry's own stage (before the body's dispatch, or after the body and before t
 returned), with a `Listen` on the signal that stage sees, and then lets the call go on as
 the stage's "carry on" answer (toolseam: ``await next()``, an ``Allow`` / ``Accept``)."""
 
+
+@final
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A program for a code-running tool (capability ``ptc``), in no runtime's dialect.
+
+    The driver writes it in its runtime's language, calling the scenario's tools as the
+    runtime exposes them: first every call of `calls`, all made before any is awaited; then,
+    if `await_calls`, those awaited together; then each call of `then`, made and awaited in
+    turn; then, if `spin`, an endless loop. A failure of an awaited call is caught by the
+    program and goes into its value. The program's value is the list of what its awaited
+    calls gave, in that order: ``"done:<key>"``, or ``"error: <message>"``.
+    """
+
+    calls: tuple[Call, ...]
+    """Calls made at once (several in flight)."""
+    await_calls: bool = True
+    """Await `calls` together before going on; ``False`` leaves them in flight."""
+    then: tuple[Call, ...] = ()
+    """Calls made one after another, each awaited, once `calls` are."""
+    spin: bool = False
+    """End in ``while True: pass``: a program that never ends by itself."""
+
+
+CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]
+"""The kit's witness of a code call's return (capability ``ptc``): the driver calls it the
+moment its code call returned (or raised, or let a host's cancellation go on), with the ids
+of the processes that ran the program. The kit takes its sequence number and reads the
+process table there and then: a driver may do more before `Driver.run` returns (close a
+sandbox pool, which waits for whatever is left), and that must not count."""
+
 ObserverScript: TypeAlias = Callable[[Outcome], None]
 """The kit's scripted result observer: the driver calls it from the registry's own result
 observers with the result classified, and lets what it raises reach the registry."""
@@ -212,11 +247,13 @@ class Scenario:
         "batch",
         "calls",
         "elicit",
+        "code_returned",
         "max_parallel",
         "observer",
         "post_execute",
         "pre_execute",
         "progress",
+        "program",
         "stop",
         "tools",
     )
@@ -235,6 +272,8 @@ class Scenario:
         observer: ObserverScript | None = None,
         progress: ProgressSink | None = None,
         elicit: ElicitationScript | None = None,
+        program: Program | None = None,
+        code_returned: CodeReturnScript | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -259,6 +298,14 @@ class Scenario:
         self.elicit: ElicitationScript | None = elicit
         """Answer the bodies' elicitations with this (capability ``elicitation``); ``None``:
         the caller offers the call no elicitation at all."""
+        self.program: Program | None = program
+        """Run this program with the registry's code-running tool (capability ``ptc``): the
+        one call of `calls` is that tool's call, and `tools` are what the program calls. `run`
+        returns the code call's outcome, then one per nested call as the runtime reports it
+        to the model (the nested call's id, as the runtime labelled it) — none for a call it
+        says nothing about."""
+        self.code_returned: CodeReturnScript | None = code_returned
+        """Call this the moment the code call returns, with the sandbox's process ids."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []

@@ -1,11 +1,11 @@
-"""One run's sandbox: a Monty worker process, driven from worker threads, killed at the OS layer.
+"""One run's sandbox: a Monty worker process, driven from a thread, killed at the OS layer.
 
 pydantic-monty's asyncio bindings (``AsyncMonty``) need a running asyncio loop, so the
-synchronous bindings are used on every backend: each blocking step (checkout and start, one
-``resume``, closing the session) runs in an anyio worker thread, which works on asyncio and trio
-alike. Monty has no way to interrupt a running program, so stopping one is a ``SIGKILL`` of the
-worker process, sent through a pidfd (Linux) so that a recycled pid is never hit; the process
-has exited when the pidfd turns readable.
+synchronous bindings are used on every backend: the run's driver thread (an anyio worker
+thread, which works on asyncio and trio alike) checks the worker out, steps the program and
+closes the session. Monty has no way to interrupt a running program, so stopping one is a
+``SIGKILL`` of the worker process, sent from the event loop through a pidfd (Linux) so that
+a recycled pid is never hit; the process has exited when the pidfd turns readable.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def _pidfd(pid: int) -> int | None:
 class Sandbox:
     """The worker one run checked out of the pool, and the one way to stop it: a kill.
 
-    Every method that blocks runs in a worker thread (`step`, `start`, `close`); `kill` and
-    the bookkeeping are called from the event loop and never block.
+    `start`, `step` and `close_session` block: the run's driver thread calls them. `doom`,
+    `kill` and `close` are called from the event loop and never block it.
     """
 
     __slots__ = (
@@ -111,14 +111,6 @@ class Sandbox:
         """The worker's process id while this run holds it."""
         return self._pid
 
-    async def start(self, code: str) -> Step:
-        """Check a worker out and start ``code`` in it; the first suspension, or the end."""
-        return await anyio.to_thread.run_sync(self._start, code, limiter=self._limiter)
-
-    async def step(self, resume: Callable[[], Any]) -> Step:
-        """Run one ``resume`` of the program until its next suspension, or its end."""
-        return await anyio.to_thread.run_sync(self._step, resume, limiter=self._limiter)
-
     def doom(self) -> None:
         """The run is stopping: its worker is never handed back to the pool, but killed."""
         with self._lock:
@@ -132,9 +124,9 @@ class Sandbox:
                 self._send_kill()
 
     async def close(self) -> None:
-        """Hand the worker back to the pool, or, once killed, wait until its process exited."""
-        if self._session is not None:
-            await anyio.to_thread.run_sync(self._close, limiter=self._limiter)
+        """Once the driver is done: wait until a killed worker's process has exited."""
+        if self._session is not None:  # pragma: no cover - the driver closes its session
+            await anyio.to_thread.run_sync(self.close_session, limiter=self._limiter)
         pidfd = self._pidfd
         if pidfd is None:
             return
@@ -147,7 +139,7 @@ class Sandbox:
             self._pidfd = None
             os.close(pidfd)
 
-    # Everything below runs in a worker thread, or under the lock.
+    # Everything below runs in the driver thread, or under the lock.
 
     def _send_kill(self) -> None:
         self.killed = True
@@ -157,7 +149,8 @@ class Sandbox:
         elif self._pid is not None:  # pragma: no cover - no pidfd on this platform
             os.kill(self._pid, signal.SIGKILL)
 
-    def _start(self, code: str) -> Step:
+    def start(self, code: str) -> Step:
+        """Check a worker out and start ``code`` in it; the first suspension, or the end."""
         session = self._pool.checkout(
             script_name="program.py", limits=self._limits, os_policy=_OS_POLICY
         )
@@ -169,21 +162,23 @@ class Sandbox:
             if self._doomed:
                 # Stopped while the checkout waited: the worker never runs the program.
                 self._send_kill()
-        return self._step(lambda: session.feed_start(code, print_callback=self.output))
+        return self.step(lambda: session.feed_start(code, print_callback=self.output))
 
-    def _step(self, resume: Callable[[], Any]) -> Step:
+    def step(self, resume: Callable[[], Any]) -> Step:
+        """Run one ``resume`` of the program until its next suspension, or its end."""
         try:
             step = resume()
         except BaseException:
-            self._close()
+            self.close_session()
             raise
         if isinstance(step, MontyComplete):
             completed = Completed(step.output)
-            self._close()
+            self.close_session()
             return completed
         return step  # type: ignore[no-any-return]
 
-    def _close(self) -> None:
+    def close_session(self) -> None:
+        """Hand the worker back to the pool, or leave a doomed one killed; idempotent."""
         with self._lock:
             session, self._session = self._session, None
             if session is not None and self._doomed and not self.killed:

@@ -101,6 +101,8 @@ class PtcTool:
     Register it like any tool: ``registry.register(run_code)``.
     """
 
+    _run_class: type[Run] = Run  # one call's run (the kit's mutants replace it)
+
     def __init__(
         self,
         registry: ToolRegistry,
@@ -186,7 +188,7 @@ class PtcTool:
             raise PtcClosedError(
                 f'tool "{self._name}" has no sandbox open: call it inside `async with` the tool'
             )
-        run = Run(config, exec, args)
+        run = self._run_class(config, exec, args)
         self._runs.add(run)
         self._idle = anyio.Event()
         try:

@@ -27,6 +27,10 @@ BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     ),
     "autogen": ("toolseam.conformance.drivers._autogen:AutogenDriver", ("autogen-core",)),
     "langchain": ("toolseam.conformance.drivers._langchain:LangChainDriver", ("langchain-core",)),
+    "codemode": (
+        "toolseam.conformance.drivers._codemode:CodeModeDriver",
+        ("pydantic-ai-harness", "pydantic-monty"),
+    ),
 }
 """Built-in driver names: ``{name: ("module:attr", (distributions it needs, ...))}``."""
 

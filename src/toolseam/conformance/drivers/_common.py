@@ -9,9 +9,9 @@ from typing import NoReturn, final
 
 import anyio
 
-from .._driver import Call, Outcome
+from .._driver import Call, Outcome, Program
 
-__all__ = ["TaskListen", "host_cancelled", "no_result", "versions"]
+__all__ = ["TaskListen", "host_cancelled", "monty_program", "no_result", "versions"]
 
 
 def versions(*distributions: str) -> Mapping[str, str]:
@@ -69,3 +69,31 @@ class TaskListen:
         assert asyncio.iscoroutine(result)
         outcome: Outcome = await result
         return outcome
+
+
+def monty_program(program: Program) -> str:
+    """``program`` in Python for a Monty sandbox whose tools are ``async def tool(*, key)``.
+
+    Both toolseam's ``run_code`` and pydantic-ai-harness's ``CodeMode`` expose the tools so.
+    """
+
+    def call(c: Call) -> str:
+        return f"{c.tool}(key={c.arguments['key']!r})"
+
+    lines = [
+        "import asyncio",
+        "async def attempt(call):",
+        "    try:",
+        "        return await call",
+        "    except Exception as error:",
+        "        return 'error: ' + str(error)",
+        "out = []",
+        f"started = [{', '.join(call(c) for c in program.calls)}]",
+    ]
+    if program.await_calls:
+        lines.append("out.extend(await asyncio.gather(*[attempt(c) for c in started]))")
+    lines += [f"out.append(await attempt({call(c)}))" for c in program.then]
+    if program.spin:
+        lines += ["while True:", "    pass"]
+    lines.append("out")
+    return "\n".join(lines) + "\n"

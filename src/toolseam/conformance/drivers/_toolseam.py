@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, NoReturn, cast, final
 
@@ -48,7 +49,9 @@ __all__ = [
     "PROCESS_GRACE",
     "ExecReach",
     "Listen",
+    "ProgramRunner",
     "ToolseamDriver",
+    "capabilities",
     "define",
     "host_for",
     "outcome_of",
@@ -295,8 +298,8 @@ class ToolseamDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Every capability."""
-        return CAPABILITIES
+        """Every capability (``ptc`` once pydantic-monty, the ``ptc`` extra, is installed)."""
+        return capabilities()
 
     @property
     def backends(self) -> Sequence[str]:
@@ -304,8 +307,9 @@ class ToolseamDriver:
         return ("asyncio", "trio")
 
     def versions(self) -> Mapping[str, str]:
-        """Toolseam and anyio."""
-        return {name: importlib.metadata.version(name) for name in ("toolseam", "anyio")}
+        """Toolseam and anyio (and pydantic-monty, which runs the programs, if installed)."""
+        names = ("toolseam", "anyio", *(("pydantic-monty",) if "ptc" in capabilities() else ()))
+        return {name: importlib.metadata.version(name) for name in names}
 
     async def run(self, scenario: Scenario) -> Sequence[Outcome]:
         """Run the scenario on a fresh registry."""
@@ -315,9 +319,20 @@ class ToolseamDriver:
 Define = Callable[[ToolRegistry, ScriptedTool], ToolDefinition[KeyArgs, str]]
 
 
+def capabilities() -> tuple[Capability, ...]:
+    """What toolseam's driver offers here: all, but ``ptc`` only with ``toolseam[ptc]``."""
+    if importlib.util.find_spec("pydantic_monty") is not None:
+        return CAPABILITIES
+    return tuple(c for c in CAPABILITIES if c != "ptc")
+
+
 def registry_for(scenario: Scenario, *, timeouts: bool = True) -> ToolRegistry:
     """A fresh registry for ``scenario`` (with its approver as the approval service)."""
     return ToolRegistry(_Approval(scenario) if scenario.approval else None, timeouts=timeouts)
+
+
+ProgramRunner = Callable[[ToolRegistry, Scenario, AbortSignal], Awaitable[Sequence[Outcome]]]
+"""Runs a scenario's program (capability ``ptc``) on a registry, with the call's signal."""
 
 
 async def run_on(
@@ -325,10 +340,13 @@ async def run_on(
     scenario: Scenario,
     define: Define = define,
     host: ToolHost | None = None,
+    program: ProgramRunner | None = None,
 ) -> Sequence[Outcome]:
     """Register the scenario's tools and stages on ``registry`` and run its calls.
 
-    ``host`` is what the caller offers each call (by default `host_for` the scenario).
+    ``host`` is what the caller offers each call (by default `host_for` the scenario). A
+    scenario with a program runs it with ``program`` (by default `toolseam.ptc`'s
+    ``run_code``, `run_program`).
     """
     host = host if host is not None else host_for(scenario)
     for tool in scenario.tools:
@@ -347,6 +365,12 @@ async def run_on(
         registry.on_result(lambda exec, result: observer(outcome_of(exec.call_id, result)))
     controller = AbortController()
     scenario.stop.connect(controller.abort)
+    if scenario.program is not None:
+        if program is None:
+            from ._toolseam_ptc import run_program  # pydantic-monty: only for a program
+
+            program = run_program
+        return await program(registry, scenario, controller.signal)
     if scenario.batch:
         calls = [ToolCall(c.call_id, c.tool, dict(c.arguments)) for c in scenario.calls]
         outcomes = await run_tool_calls(
