@@ -17,7 +17,7 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 # uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "typetests", "lint", "docs", "postgres"]
+nox.options.sessions = ["tests", "typetests", "lint", "docs", "postgres", "codemode"]
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
@@ -91,14 +91,35 @@ def postgres(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+CODEMODE_DRIVER = "src/toolseam/conformance/drivers/_codemode.py"
+
+
+@nox.session(python=PYTHONS[0])
+def codemode(session: nox.Session) -> None:
+    """The kit's driver of pydantic-ai-harness's CodeMode, in an environment of its own.
+
+    The harness pins pydantic-ai-slim==2.62.0, older than the pydantic-ai extra's floor that
+    every other session installs; so this session checks the driver with both type checkers
+    and runs its test (tests/test_conformance_peers.py with ``TOOLSEAM_CODEMODE=1``).
+    """
+    session.install(".", *_group("codemode"))
+    session.run("mypy", "--strict", CODEMODE_DRIVER)
+    session.run("pyright", CODEMODE_DRIVER)
+    session.run(
+        "pytest", "tests/test_conformance_peers.py", *session.posargs,
+        env={"TOOLSEAM_CODEMODE": "1"},
+    )  # fmt: skip
+
+
 @nox.session(python=PYTHONS[0])
 def lint(session: nox.Session) -> None:
     """Ruff (lint and format) and both type checkers in strict mode over ``src/``."""
     session.install(".", *_group("lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    session.run("mypy", "--strict", "src")
-    session.run("pyright", "src")  # strict mode is set in pyproject.toml
+    # The codemode driver is checked by `nox -s codemode`, where its framework is installed.
+    session.run("mypy", "--strict", "src", "--exclude", CODEMODE_DRIVER)
+    session.run("pyright", "src")  # strict mode and the codemode exclusion: pyproject.toml
     # The public API: every exported symbol fully typed and documented.
     session.run("pyright", "--verifytypes", "toolseam", "--ignoreexternal")
 
@@ -160,6 +181,8 @@ def conformance(session: nox.Session) -> None:
     # failures are the measurement.
     reports = []
     for driver, backend in BEHAVIOURAL_SUBJECTS:
+        if driver == "codemode":  # last: the harness brings its own pydantic-ai (see codemode)
+            session.install("pydantic-ai-harness>=0.62")
         path = Path(session.create_tmp()) / f"behaviour-{driver}-{backend}.json"
         session.run(
             "python", "-m", "toolseam.conformance", "--driver", driver, "--backend", backend,

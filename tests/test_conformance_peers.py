@@ -7,6 +7,8 @@ peers are asyncio-only frameworks: ``anyio_backend`` is pinned to asyncio here.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from toolseam.conformance import CAPABILITIES, clause_ids, load_driver, run_clauses
@@ -17,8 +19,11 @@ PEERS = {
     "openai-agents": "openai-agents",
     "autogen": "autogen-core",
     "langchain": "langchain-core",
-    "codemode": "pydantic-ai-harness",
 }
+# pydantic-ai-harness pins an older pydantic-ai: its CodeMode driver runs in `nox -s codemode`
+# (TOOLSEAM_CODEMODE=1), an environment of its own; the other sessions leave it out.
+if os.environ.get("TOOLSEAM_CODEMODE") == "1":
+    PEERS = {"codemode": "pydantic-ai-harness"}
 
 
 @pytest.fixture

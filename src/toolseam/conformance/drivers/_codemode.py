@@ -38,12 +38,11 @@ from pydantic_ai_harness import CodeMode
 from .._driver import Call, Capability, Outcome, Scenario
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, monty_program, no_result, versions
-from ._pydantic_ai import _outcome
+from ._pydantic_ai_parts import TIMED_OUT, outcome
 
 __all__ = ["CodeModeDriver"]
 
 _CODE: Final = "run_code"
-_TIMED_OUT: Final = "Timed out after"
 _INTERRUPTED: Final = (
     "RunCancelled; the history holds no return for run_code, nor anything about the calls "
     "its program made"
@@ -108,7 +107,7 @@ def _plain_outcome(call_id: str, part: ToolReturnPart | None) -> Outcome:
     if part is None:
         return no_result(call_id, "the history holds no return for run_code")
     if part.outcome != "success":
-        return _outcome(call_id, part)
+        return outcome(call_id, part)
     returned = cast("object", part.content)
     if isinstance(returned, list):
         content = cast("list[object]", returned)
@@ -117,7 +116,7 @@ def _plain_outcome(call_id: str, part: ToolReturnPart | None) -> Outcome:
         if len(content) == 2 and content[0] == "error":
             message = str(content[1])
             detail = f"raised in the program: {message}"
-            if message.startswith(_TIMED_OUT):
+            if message.startswith(TIMED_OUT):
                 return Outcome(call_id, "timeout", detail)
             return Outcome(call_id, "error", detail)
     return no_result(call_id, f"run_code returned {returned!r}")

@@ -56,10 +56,10 @@ from .._driver import Call, Capability, ObserverScript, Outcome, Scenario, Wrapp
 from .._reach import ElicitationScript, ProgressSink
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
+from ._pydantic_ai_parts import outcome
 
 __all__ = ["PydanticAIDriver"]
 
-_TIMED_OUT = "Timed out after"
 _INTERRUPTED = (
     "RunCancelled; the history holds no return for the call, and a resumed run closes it "
     "as outcome='interrupted', whether the body ran or not"
@@ -163,17 +163,6 @@ class _Around(WrapperToolset[None]):
         return await self._around(call, next)
 
 
-def _outcome(call_id: str, part: ToolReturnPart) -> Outcome:
-    if part.outcome == "success":
-        return Outcome(call_id, "ok", value=part.content)
-    if part.outcome == "interrupted":
-        return Outcome(call_id, "cancelled", f"outcome='interrupted': {part.content}")
-    # A failure is a retry prompt for the model (``outcome='retried'``); so is a timeout.
-    timed_out = part.outcome == "retried" and str(part.content).startswith(_TIMED_OUT)
-    detail = f"outcome={part.outcome!r}: {part.content}"
-    return Outcome(call_id, "timeout" if timed_out else "error", detail)
-
-
 def _outcomes(calls: Sequence[Call], messages: Sequence[ModelMessage], why: str) -> list[Outcome]:
     parts: dict[str, ToolReturnPart] = {}
     for message in messages:
@@ -189,7 +178,7 @@ def _outcomes(calls: Sequence[Call], messages: Sequence[ModelMessage], why: str)
         elif part is None:
             outcomes.append(no_result(call.call_id, "the history holds no return for the call"))
         else:
-            outcomes.append(_outcome(call.call_id, part))
+            outcomes.append(outcome(call.call_id, part))
     return outcomes
 
 
@@ -247,7 +236,7 @@ class _Observer(AbstractCapability[None]):
 
     async def on_event(self, ctx: RunContext[None], *, event: AgentStreamEvent) -> None:
         if isinstance(event, FunctionToolResultEvent):
-            self._observer(_outcome(event.tool_call_id, event.part))
+            self._observer(outcome(event.tool_call_id, event.part))
 
 
 @final
