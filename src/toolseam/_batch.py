@@ -74,10 +74,11 @@ async def run_tool_calls(
     until they settle), and every call that never started gets an `ABORTED_BEFORE_DISPATCH`
     result with ``dispatched=False`` (also published to the registry's observers). If the
     awaiting task is cancelled by its host, the started calls publish their results and the
-    cancellation is re-raised. A ``KeyboardInterrupt`` or ``SystemExit`` raised for one
-    call (by a body, a stage's listener, a result observer or ``finalize_content``), once
-    that call has its result, stops further calls from starting as an abort does, and
-    propagates once every call has its one result.
+    cancellation is re-raised. A ``KeyboardInterrupt``, ``SystemExit`` or any other
+    ``BaseException`` but the host's cancellation, raised for one call (by a body, a
+    stage's listener, a result observer or ``finalize_content``) once that call has its
+    result, stops further calls from starting as an abort does, and propagates, bare, once
+    every call has its one result.
 
     Args:
         registry: The registry to run the calls through.
@@ -144,7 +145,9 @@ async def run_tool_calls(
                         step = stage(run)
                         if step is not None:
                             await step
-                except _INTERRUPTS as interrupt:
+                except BaseException as interrupt:
+                    if not _holds(interrupt):
+                        raise
                     held.append(interrupt)  # the stage settled and published the call
                     result = cast("ToolResult", run._result)
                 else:
@@ -252,8 +255,19 @@ _DISPATCHED = 2  # waiting for its post-execute turn
 _AFTER = 3  # in its post-execute stage (which settles it if interrupted), then published
 _SETTLED = 4  # interrupted in its dispatch stage, which published its result
 _ENDED = frozenset((_DISPATCHED, _SETTLED))  # the head's turn in the sequencer
-# What a stage re-raises once it has settled and published its call; a batch holds them.
-_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
+
+def _holds(error: BaseException) -> bool:
+    """Whether the batch holds ``error``, which a stage raised once it had settled its call.
+
+    Every stage settles and publishes its call before it lets a ``BaseException`` out. The
+    host's cancellation then goes on (contract §7: the started calls publish, it is
+    re-raised); anything else — ``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``, a
+    tool's own ``BaseException``, a group — is held like an observer's (`_publish`): no
+    further call starts, and it propagates bare once every call has its result, rather than
+    tearing the running calls down and coming out wrapped in the task group's group.
+    """
+    return not issubclass(type(error), anyio.get_cancelled_exc_class())
 
 
 @final
@@ -424,7 +438,9 @@ class _Sequencer:
                     if step is not None:
                         try:
                             await step
-                        except _INTERRUPTS as interrupt:
+                        except BaseException as interrupt:
+                            if not _holds(interrupt):
+                                raise
                             self._hold(started, interrupt)
                             continue
                     order.popleft()
@@ -453,7 +469,9 @@ class _Sequencer:
                     if step is not None:
                         try:
                             await step
-                        except _INTERRUPTS as interrupt:
+                        except BaseException as interrupt:
+                            if not _holds(interrupt):
+                                raise
                             self._hold(started, interrupt)
                             continue
                     step = registry._stage_dispatch(started.run)
@@ -471,12 +489,12 @@ class _Sequencer:
                     except StopIteration:
                         started.state = _DISPATCHED  # done without blocking
                         continue
-                    except _INTERRUPTS as interrupt:
+                    except BaseException as interrupt:
+                        if not _holds(interrupt):
+                            started.state = _SETTLED
+                            raise
                         self._hold(started, interrupt)
                         continue
-                    except BaseException:
-                        started.state = _SETTLED
-                        raise
                     # The body blocked: it stays in this task, and the role moves on.
                     self.in_dispatch += 1
                     try:
@@ -488,12 +506,13 @@ class _Sequencer:
                         pass
                     try:
                         await _resume(dispatch, yielded)
-                    except _INTERRUPTS as interrupt:
-                        self.held.append(interrupt)
+                    except BaseException as interrupt:
+                        holds = _holds(interrupt)
+                        if holds:
+                            self.held.append(interrupt)
                         self._body_ended(started, settled=True)
-                    except BaseException:
-                        self._body_ended(started, settled=True)
-                        raise
+                        if not holds:
+                            raise
                     else:
                         self._body_ended(started, settled=False)
                     if not holding:
