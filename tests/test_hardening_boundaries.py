@@ -10,12 +10,21 @@ turns a hang into a failure, it decides no ordering.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import anyio
+import anyio.from_thread
 import pytest
 
-from support import Published, TextArgs, make_input
-from toolseam import ToolFailure, ToolRegistry, ToolRunContext, define_tool
+from support import Published, TextArgs, code_of, make_input
+from toolseam import (
+    TOOL_ABORTED,
+    AbortController,
+    ToolFailure,
+    ToolRegistry,
+    ToolRunContext,
+    define_tool,
+)
 
 GUARD = 10  # seconds: a hang guard, never an ordering
 
@@ -61,3 +70,85 @@ class TestHostileExceptionsLeaveWorkerThreads:
         assert isinstance(result, ToolFailure)
         assert type(result.error.message) is str
         assert published.only is result
+
+
+class _TracebackSetterRaises(Exception):
+    """An exception whose ``__traceback__`` cannot be assigned from Python."""
+
+    @property  # type: ignore[misc]
+    def __traceback__(self) -> None:  # type: ignore[override]
+        return None
+
+    @__traceback__.setter
+    def __traceback__(self, value: object) -> None:
+        raise RuntimeError("__traceback__ refuses")
+
+
+class _BaseTracebackSetterRaises(BaseException):
+    """The same as a ``BaseException`` reason (``except BaseException as e: abort(e)``)."""
+
+    @property  # type: ignore[misc]
+    def __traceback__(self) -> None:  # type: ignore[override]
+        return None
+
+    @__traceback__.setter
+    def __traceback__(self, value: object) -> None:
+        raise RuntimeError("__traceback__ refuses")
+
+
+HOSTILE_REASONS: dict[str, Callable[[], BaseException]] = {
+    "with_traceback raises": _WithTracebackRaises,
+    "__traceback__ setter raises": _TracebackSetterRaises,
+    "BaseException whose __traceback__ setter raises": _BaseTracebackSetterRaises,
+}
+
+
+class TestHostileAbortReasons:
+    """Contract §2, §5: a body that stops by raising its caller's reason ends ``ABORTED``,
+    whatever the reason object does.
+
+    The registry drops the traceback of a shared reason, and ``raise_if_aborted`` raises the
+    reason with a fresh one; both went through the reason's own ``with_traceback`` or
+    ``__traceback__`` setter, so a reason whose hook raises turned the abort into a tool
+    failure carrying the hook's error.
+    """
+
+    @pytest.mark.parametrize("how", ["raise_if_aborted", "raise reason"])
+    @pytest.mark.parametrize("body", ["async", "sync"])
+    @pytest.mark.parametrize("reason", list(HOSTILE_REASONS))
+    async def test_the_body_raising_it_ends_aborted(self, reason: str, body: str, how: str) -> None:
+        registry = ToolRegistry()
+        published = Published()
+        registry.on_result(published)
+        entered = anyio.Event()
+
+        def stop(exec: ToolRunContext) -> None:
+            if how == "raise_if_aborted":
+                exec.signal.raise_if_aborted()
+            raise cast("BaseException", exec.signal.reason)
+
+        if body == "async":
+
+            @define_tool(name="t", description="")
+            async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+                entered.set()
+                await exec.signal.wait()
+                stop(exec)
+                return "unreachable"
+
+        else:
+
+            @define_tool(name="t", description="")
+            def tool(args: TextArgs, exec: ToolRunContext) -> str:
+                anyio.from_thread.run_sync(entered.set)
+                exec.signal.wait_sync()
+                stop(exec)
+                return "unreachable"
+
+        registry.register(tool)
+        caller = AbortController()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.execute, make_input("t", signal=caller.signal))
+            await entered.wait()
+            caller.abort(HOSTILE_REASONS[reason]())
+        assert code_of(published.only) == TOOL_ABORTED

@@ -1016,7 +1016,8 @@ def _stage_failure(
         caller = run._caller_signal
         if not (caller._aborted and error is caller._reason):
             return None
-        error.__traceback__ = None
+        # BaseException's own method: a reason's override (or __traceback__ setter) may raise.
+        BaseException.with_traceback(error, None)
         error = AbortError(error)
     return failure_from_exception(error, additional_contexts=contexts)
 

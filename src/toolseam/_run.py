@@ -313,7 +313,9 @@ def _body_failure(run: Run, error: BaseException) -> ToolFailure:
         host = run._host
         if error is run._caller_signal._reason or (host is not None and error is host._reason):
             # One shared reason raised by many bodies must not keep their frames alive.
-            error.__traceback__ = None
+            # BaseException's own method: a reason's override (or __traceback__ setter) may
+            # raise, and the call would end in that error instead of ABORTED.
+            BaseException.with_traceback(error, None)
         return aborted_result(body_invoked=run._body_invoked)
     return failure_from_exception(error)
 

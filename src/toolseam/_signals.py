@@ -135,9 +135,10 @@ class AbortSignal:
         if not self._aborted:
             return
         reason = self._reason
-        # type(), not isinstance(): a hostile reason's __class__ could raise.
+        # type(), not isinstance(): a hostile reason's __class__ could raise; and
+        # BaseException's own with_traceback, as a reason may override it with one that raises.
         if issubclass(type(reason), Exception):
-            raise cast("Exception", reason).with_traceback(None)
+            raise BaseException.with_traceback(cast("Exception", reason), None)
         raise AbortError(reason)
 
     def add_listener(self, callback: Listener, /) -> Registration:
