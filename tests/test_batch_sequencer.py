@@ -257,6 +257,7 @@ class _OwnBaseException(BaseException):
 INTERRUPTS: dict[str, Callable[[], BaseException]] = {
     "KeyboardInterrupt": KeyboardInterrupt,
     "GeneratorExit": GeneratorExit,
+    "CancelledError as a value": asyncio.CancelledError,
     "own BaseException": _OwnBaseException,
     "BaseExceptionGroup": lambda: BaseExceptionGroup("two", [KeyboardInterrupt(), ValueError()]),
 }

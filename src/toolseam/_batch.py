@@ -266,8 +266,14 @@ def _holds(error: BaseException) -> bool:
     tool's own ``BaseException``, a group — is held like an observer's (`_publish`): no
     further call starts, and it propagates bare once every call has its result, rather than
     tearing the running calls down and coming out wrapped in the task group's group.
+    On asyncio a ``CancelledError`` that a stage raised as a value, while nothing cancels
+    this task, is held too.
     """
-    return not issubclass(type(error), anyio.get_cancelled_exc_class())
+    if not issubclass(type(error), anyio.get_cancelled_exc_class()):
+        return True
+    loop = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage]
+    task = None if loop is None else asyncio.current_task(loop)
+    return task is not None and not task.cancelling()
 
 
 @final
