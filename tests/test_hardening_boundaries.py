@@ -9,6 +9,8 @@ turns a hang into a failure, it decides no ordering.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import cast
 
@@ -152,3 +154,106 @@ class TestHostileAbortReasons:
             await entered.wait()
             caller.abort(HOSTILE_REASONS[reason]())
         assert code_of(published.only) == TOOL_ABORTED
+
+
+_FINALIZER_READS_VIEWS = """
+import gc, sys
+import anyio
+from typing_extensions import TypedDict
+from toolseam import AbortController, ToolExecutionInput, ToolRegistry, ToolRunContext, define_tool
+
+class Args(TypedDict, total=False):
+    n: int
+
+held = []  # executions whose signal and token nobody has read yet
+inside = []  # finalizers that ran while this thread fused a signal or minted a token
+budget = [0]
+
+class Garbage:
+    def __init__(self):
+        self.me = self  # a cycle: only the cyclic collector frees it
+
+    def __del__(self):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name in ("_body_signal", "_the_token"):
+                inside.append(frame.f_code.co_name)
+                break
+            frame = frame.f_back
+        if held:
+            execution = held.pop()
+            # The first read of each fuses the body's signal or mints the token.
+            execution.signal if len(held) % 2 else execution.token
+        if budget[0] > 0:
+            budget[0] -= 1
+            Garbage()  # garbage for the next collection
+
+async def main():
+    registry = ToolRegistry()
+    gate = anyio.Event()
+    published = []
+    registry.on_result(lambda exec, result: published.append(result))
+
+    @define_tool(name="hold", description="")
+    async def hold(args: Args, exec: ToolRunContext) -> str:
+        held.append(exec)
+        await gate.wait()
+        return "held"
+
+    @define_tool(name="reader", description="")
+    async def reader(args: Args, exec: ToolRunContext) -> str:
+        budget[0] = 10_000
+        Garbage()
+        exec.signal
+        exec.token
+        budget[0] = 0
+        return "read"
+
+    registry.register(hold)
+    registry.register(reader)
+    async with anyio.create_task_group() as tg:
+        for index in range(300):
+            call = ToolExecutionInput(
+                call_id=f"h{index}", name="hold", arguments={}, signal=AbortController().signal
+            )
+            tg.start_soon(registry.execute, call)
+        await anyio.wait_all_tasks_blocked()
+        gc.set_threshold(1)  # collect at nearly every allocation
+        for index in range(20):
+            call = ToolExecutionInput(
+                call_id=f"r{index}", name="reader", arguments={}, signal=AbortController().signal
+            )
+            result = await registry.execute(call)
+            assert not result.is_error, result
+        gc.set_threshold(700)
+        gate.set()
+    assert inside, "no finalizer ran while a signal was fused or a token minted"
+    assert len(published) == 320
+    print("ok")
+
+anyio.run(main, backend=sys.argv[1])
+"""
+
+
+class TestFinalizersNeverDeadlockTheViews:
+    """Contract §2, §3: a finalizer reading an execution's ``signal`` or ``token`` never
+    deadlocks, whenever the cyclic collector runs it.
+
+    The body's signal is fused, and the token minted, on first read under a lock. A garbage
+    collection inside that lock — at any allocation — may run a finalizer that reads another
+    execution's ``signal`` or ``token`` for the first time (a collected body coroutine whose
+    ``finally`` checks ``exec.signal.aborted``): with a plain lock that thread waited for
+    itself for ever. Run in a subprocess with a bound, like the signal module's tests.
+    """
+
+    @pytest.mark.parametrize("backend", ["asyncio", "trio"])
+    def test_a_finalizer_reading_signals_and_tokens_while_one_is_made(self, backend: str) -> None:
+        completed = subprocess.run(
+            [sys.executable, "-c", _FINALIZER_READS_VIEWS, backend],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stdout.splitlines()[-1] == "ok"
