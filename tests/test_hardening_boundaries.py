@@ -257,3 +257,97 @@ class TestFinalizersNeverDeadlockTheViews:
         )
         assert completed.returncode == 0, completed.stderr
         assert completed.stdout.splitlines()[-1] == "ok"
+
+
+_FINALIZER_ENDS_CALLS_IN_WAIT_IDLE = """
+import gc, sys
+import anyio
+from typing_extensions import TypedDict
+from toolseam import AbortController, ToolExecutionInput, ToolRegistry, ToolRunContext, define_tool
+
+class Args(TypedDict, total=False):
+    n: int
+
+suspended = []  # coroutines of calls suspended in their body, referenced only here
+inside = []
+budget = [0]
+
+class Garbage:
+    def __init__(self):
+        self.me = self  # a cycle: only the cyclic collector frees it
+
+    def __del__(self):
+        frame = sys._getframe(0)
+        while frame is not None and frame.f_code.co_name != "wait_idle":
+            frame = frame.f_back
+        # Once wait_idle() has started a new generation (under its lock).
+        if frame is not None and "target" in frame.f_locals and suspended:
+            inside.append(True)
+            # The collector finalizing an abandoned call: it settles and publishes here.
+            suspended.pop().close()
+        if budget[0] > 0:
+            budget[0] -= 1
+            Garbage()  # garbage for the next collection
+
+async def main():
+    registry = ToolRegistry()
+    published = []
+    registry.on_result(lambda exec, result: published.append(result))
+
+    @define_tool(name="stuck", description="")
+    async def stuck(args: Args, exec: ToolRunContext) -> str:
+        await anyio.sleep_forever()
+        return "never"
+
+    registry.register(stuck)
+    for index in range(20):
+        call = ToolExecutionInput(
+            call_id=f"c{index}", name="stuck", arguments={}, signal=AbortController().signal
+        )
+        coroutine = registry.execute(call)
+        coroutine.send(None)  # suspended in the body, in a generation of its own
+        suspended.append(coroutine)
+        del coroutine
+        budget[0] = 10_000
+        gc.set_threshold(1)  # collect at nearly every allocation
+        Garbage()
+        waiting = registry.wait_idle()
+        try:
+            waiting.send(None)
+        except StopIteration:
+            pass
+        waiting.close()
+        gc.set_threshold(700)
+        budget[0] = 0
+    assert inside, "no call was finalized during wait_idle()"
+    assert len(published) == len(inside), (len(published), len(inside))
+    with anyio.fail_after(5):
+        await registry.wait_idle()
+    print("ok")
+
+anyio.run(main, backend=sys.argv[1])
+"""
+
+
+class TestFinalizersNeverDeadlockWaitIdle:
+    """Contract §5 (waiting for quiet): a call the cyclic collector finalizes while
+    ``wait_idle()`` does its bookkeeping publishes, and nothing deadlocks.
+
+    A suspended call abandoned by its host (a fire-and-forget task nobody references) is
+    closed by the collector at whichever allocation it runs, and publishes its result; the
+    last call of an older generation then takes the registry's idle lock. ``wait_idle()``
+    allocated while holding that lock, so the collector could run there, in the same
+    thread, and the thread waited for itself for ever.
+    """
+
+    @pytest.mark.parametrize("backend", ["asyncio", "trio"])
+    def test_a_call_finalized_inside_wait_idle(self, backend: str) -> None:
+        completed = subprocess.run(
+            [sys.executable, "-c", _FINALIZER_ENDS_CALLS_IN_WAIT_IDLE, backend],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stdout.splitlines()[-1] == "ok"

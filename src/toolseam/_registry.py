@@ -125,6 +125,7 @@ class ToolRegistry:
     __slots__ = (
         "_approval",
         "_epoch",
+        "_floor",
         "_guards",
         "_hooks",  # tracing hook
         "_idle_lock",
@@ -145,10 +146,12 @@ class ToolRegistry:
         self._approval = approval
         self._timeouts = timeouts
         # wait_idle(): calls in flight per generation; a wait_idle() call starts a new one
-        # and waits for every older generation to drain.
+        # and waits for every older generation to drain. The current generation is always a
+        # key; an older one is a key exactly while it has calls in flight (see _left).
         self._epoch = 0
         self._in_flight: dict[int, int] = {0: 0}
-        self._idle_waiters: list[tuple[int, AbortController]] = []
+        self._floor = 0  # the oldest generation in _in_flight: older ones have drained
+        self._idle_waiters: list[_IdleWaiter] = []  # by target generation, oldest first
         self._idle_lock = threading.Lock()  # see _left
         self._tools: dict[str, ToolDefinition[Any, Any]] = {}
         self._pre: Listeners[PreExecuteListener] = Listeners("pre-execute listener")
@@ -282,30 +285,39 @@ class ToolRegistry:
         called are not waited for, nor are calls on other threads' event loops started
         after it (a registry may serve several loops). Always reaches a checkpoint.
         """
-        waiter = AbortController()  # aborted, from whichever thread, once drained
-        with self._idle_lock:
+        waiter = _IdleWaiter()  # its signal aborts, from whichever thread, once drained
+        with self._idle_lock:  # allocates nothing: see _left
             target = self._epoch
             self._epoch = target + 1
             in_flight = self._in_flight
             in_flight[target + 1] = 0
-            for epoch, count in list(in_flight.items()):
-                if not count and epoch <= target:
-                    del in_flight[epoch]  # an older generation with nothing in flight
-            drained = self._drained(target)
+            if not in_flight[target]:  # the generation that ends here has nothing in flight
+                self._forget(target)
+            waiter.target = target
+            drained = self._floor > target
             if not drained:
-                self._idle_waiters.append((target, waiter))
+                self._idle_waiters.append(waiter)
         if drained:
             await anyio.lowlevel.checkpoint()
             return
+        signal = waiter.controller.signal
         try:
-            await waiter.signal.wait()
+            await signal.wait()
         finally:
-            if not waiter.signal.aborted:  # cancelled: nobody is to wake it now
+            if not signal.aborted:  # cancelled: nobody is to wake it now
                 with self._idle_lock:
-                    self._idle_waiters.remove((target, waiter))
+                    waiters = self._idle_waiters
+                    if waiter in waiters:  # identity: no __eq__; _left may have taken it
+                        waiters.remove(waiter)
 
-    def _drained(self, target: int) -> bool:
-        return not any(count for epoch, count in list(self._in_flight.items()) if epoch <= target)
+    def _forget(self, epoch: int) -> None:
+        """Under ``_idle_lock``: generation ``epoch`` has drained; move the floor past it."""
+        in_flight = self._in_flight
+        in_flight.pop(epoch, None)
+        floor = self._floor
+        while floor not in in_flight:  # the current generation is always a key
+            floor += 1
+        self._floor = floor
 
     def _left(self, epoch: int) -> None:
         """The last call of an older generation has published: wake whom it was holding.
@@ -316,16 +328,22 @@ class ToolRegistry:
         ``_idle_lock``, and a waiter is an abort signal, which wakes its own loop from any
         thread. The hot paths' read-and-update of a count (`_new_run`, `_publish`) has no
         call in it, so with the GIL no other thread runs in between.
+
+        Nothing under ``_idle_lock`` allocates, so no garbage collection — and no finalizer
+        — runs inside it: a finalizer may close a suspended call, whose publishing ends up
+        here, in the thread that holds the lock (contract §2, threads and finalizers). Hence
+        the floor: a waiter's generation has drained once the floor has passed it, a test
+        that needs no iteration (the waiters are kept oldest first).
         """
+        woken: list[_IdleWaiter] = []
         with self._idle_lock:
-            in_flight = self._in_flight
-            in_flight.pop(epoch, None)
+            self._forget(epoch)
             waiters = self._idle_waiters
-            woken = [waiter for waiter in waiters if self._drained(waiter[0])]
-            for waiter in woken:
-                waiters.remove(waiter)
-        for _target, controller in woken:
-            controller.abort()
+            floor = self._floor
+            while waiters and waiters[0].target < floor:
+                woken.append(waiters.pop(0))
+        for waiter in woken:
+            waiter.controller.abort()
 
     async def execute(self, input: ToolExecutionInput) -> ToolResult:
         """Run one call through the pipeline and return its one published result.
@@ -919,6 +937,17 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"<ToolRegistry tools={list(self._tools)!r}>"
+
+
+@final
+class _IdleWaiter:
+    """One `ToolRegistry.wait_idle` call: made before the lock, so the lock allocates nothing."""
+
+    __slots__ = ("controller", "target")
+
+    def __init__(self) -> None:
+        self.target = 0  # the newest generation it waits for
+        self.controller = AbortController()
 
 
 def _text_fields(
