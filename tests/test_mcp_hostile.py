@@ -1,4 +1,6 @@
-"""What the MCP server answers must survive the wire: any result, any depth, any text.
+"""Hostile results and listeners at the MCP server's boundary.
+
+What the MCP server answers must survive the wire: any result, any depth, any text.
 
 `call_tool_result` maps a toolseam result to the ``CallToolResult`` the SDK sends. The SDK
 encodes it as UTF-8 JSON (pydantic's serializer, which stops a few hundred levels down) and
@@ -8,6 +10,9 @@ an internal error instead of the result), and a lone surrogate anywhere in it co
 encoded, so the stdio server stopped answering for good. Each case here round-trips the
 answer exactly as the transports do; the in-process tests run a real SDK client against
 `create_server` on both backends.
+
+The server also aborts calls, on the client's behalf (a cancelled request) and its own (a
+shutdown): an abort listener's ``KeyboardInterrupt`` must not stop either half-way.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from mcp.client import Client
 from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD
+from support import code_of
 from toolseam import (
+    TOOL_ABORTED,
+    AbortController,
     ContentBlock,
     JsonValue,
     ToolExecution,
@@ -35,6 +43,7 @@ from toolseam import (
 )
 from toolseam._results import render_value
 from toolseam.mcp import CODE_META_KEY, call_tool_result, create_server
+from toolseam.mcp._server import RunningCalls
 from toolseam.mcp._wire import CONTEXTS_META_KEY, MESSAGE_META_KEY, VALUE_META_KEY
 
 DEEP = 100_000
@@ -170,3 +179,75 @@ async def test_a_client_gets_the_result_of_a_deep_output(kind: str) -> None:
     assert received.is_error is False
     if kind != "deep block":
         assert _texts(received) == [block["text"] for block in result.content]
+
+
+class _Interrupted(Exception):
+    """Raised by the test in place of a propagating interrupt: pytest must see a plain error."""
+
+
+async def test_a_listener_interrupt_on_a_cancelled_request_is_contained() -> None:
+    """The client cancels; the body's abort listener raises an interrupt as the server aborts
+    the call. Before, it escaped the server's watcher task and brought the server down (the
+    loop on asyncio, the session in a group on trio); now it is logged, the call ends
+    ``ABORTED`` once the body stopped, and the server goes on serving.
+
+    ``SystemExit`` stands for both interrupts (the signal module treats them alike): a
+    ``KeyboardInterrupt`` escaping an asyncio loop would stop the test session itself.
+    """
+    interrupt = SystemExit
+    registry = ToolRegistry()
+    published: list[ToolResult] = []
+    settled = anyio.Event()
+
+    def observe(exec: ToolExecution, result: ToolResult) -> None:
+        published.append(result)
+        settled.set()
+
+    registry.on_result(observe)
+    entered = anyio.Event()
+
+    @define_tool(name="t", description="")
+    async def tool(args: AnyArgs, exec: ToolRunContext) -> str:
+        def interrupting(signal: object) -> None:
+            raise interrupt
+
+        exec.signal.add_listener(interrupting)
+        entered.set()
+        await exec.signal.wait()
+        return "stopped"
+
+    registry.register(tool)
+    try:
+        with anyio.fail_after(GUARD):
+            async with Client(create_server(registry), mode="legacy") as client:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(client.call_tool, "t", {})
+                    await entered.wait()
+                    tg.cancel_scope.cancel()  # the client sends notifications/cancelled
+                await settled.wait()
+                assert (await client.list_tools()).tools[0].name == "t"
+    except BaseException as error:  # an interrupt in nested groups can crash pytest on 3.11
+        raise _Interrupted(f"{type(error).__name__} escaped the server") from None
+    assert [code_of(result) for result in published] == [TOOL_ABORTED]
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_shutdown_aborts_every_call_whatever_a_listener_raises(
+    interrupt: type[BaseException],
+) -> None:
+    """`RunningCalls.close` (the server's shutdown) aborts every running call; an interrupt
+    from the first call's listener left the others running, their bodies never told."""
+    calls = RunningCalls()
+    controllers = [AbortController() for _ in range(3)]
+    for controller in controllers:
+        calls.enter(controller)
+
+    def interrupting(signal: object) -> None:
+        raise interrupt
+
+    controllers[0].signal.add_listener(interrupting)
+    try:
+        calls.close("shutting down")
+    except BaseException as error:
+        raise _Interrupted(f"close() raised {type(error).__name__}") from None
+    assert [controller.signal.aborted for controller in controllers] == [True, True, True]
