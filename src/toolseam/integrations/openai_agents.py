@@ -26,7 +26,6 @@ if _importlib_util.find_spec("agents") is None:  # pragma: no cover - only witho
     )
 
 import copy
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from agents.tool_context import ToolContext
 
 from .._definitions import ToolSchema
 from .._json import FrozenDict, JsonValue, MaterializationError, materialize
+from .._jsontext import loads
 from .._registry import ToolRegistry
 from .._signals import AbortController
 from .._views import ToolExecutionInput
@@ -130,8 +130,9 @@ def _invoker(
 ) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
     async def on_invoke_tool(ctx: ToolContext[Any], json_args: str) -> str:
         try:
-            arguments: JsonValue = json.loads(json_args) if json_args else {}
-        except (ValueError, RecursionError) as error:
+            # At any depth (contract §5.2): json.loads gives up about a thousand levels down.
+            arguments: JsonValue = loads(json_args) if json_args else {}
+        except ValueError as error:
             return f"Error: the tool call's arguments could not be read as JSON ({error})"
         # No await before execute(): a cancellation from the SDK can only reach the call
         # inside the registry, which settles it (contract §5, host cancellation).
