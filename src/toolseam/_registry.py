@@ -411,12 +411,11 @@ class ToolRegistry:
             return self._guarded(run, anyio.lowlevel.checkpoint()) if checkpoint else None
         if self._post.items:
             return self._after_dispatch(run)
-        # _after_dispatch without listeners: only its cancellation check.
+        # _after_dispatch without listeners: only _after_abort, called only when the caller
+        # aborted (a call less per call: bench_overhead "define_tool").
         result = run._result
-        if result is not None and not result.is_error and run._caller_signal._aborted:
-            run._result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-            )
+        if result is not None and run._caller_signal._aborted:
+            run._result = _after_abort(run, result)
         return None
 
     async def _guarded(self, run: Run, step: Awaitable[None]) -> None:
@@ -678,10 +677,8 @@ class ToolRegistry:
         """Record what the dispatch chain returned: contexts merged, cancellation applied."""
         if run._contexts:
             result = _with_contexts(result, (*run._contexts, *result.additional_contexts))
-        if not result.is_error and run._caller_signal._aborted:
-            result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-            )
+        if run._caller_signal._aborted:  # _after_abort only when it can change anything
+            result = _after_abort(run, result)
         run._result = result
 
     async def _invoke_body(self, run: Run, stage: bool = False) -> ToolResult:
@@ -804,11 +801,7 @@ class ToolRegistry:
                 return
             finally:
                 chain.close()
-            if not result.is_error and run._caller_signal._aborted:
-                result = aborted_result(
-                    body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-                )
-            run._result = result
+            run._result = _after_abort(run, result)
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -1025,10 +1018,25 @@ def _body_settled(run: Run, result: ToolResult) -> ToolResult:
     # Most deadlines never pass: only one that did can own the body's signal.
     if type(deadline) is Deadline and deadline._reason is not None and deadline.owns(run._host):
         result = deadline.timed_out(result)
-    if not result.is_error and run._caller_signal._aborted:
-        result = aborted_result(body_invoked=True)
+    if run._caller_signal._aborted:  # _after_abort only when it can change anything
+        result = _after_abort(run, result)
     run._body_result = result
     return result
+
+
+def _after_abort(run: Run, result: ToolResult) -> ToolResult:
+    """What the caller's abort makes of ``result`` once a stage has produced it (contract §5).
+
+    The one rule for an abort that lands while the body, a wrapper or post-execute runs:
+    a success becomes ``ABORTED`` if the body was invoked, else ``ABORTED_BEFORE_DISPATCH``,
+    with its contexts; a failure stays (cancellation never replaces a failure). Every stage
+    applies it through this function. Host cancellation is `_settle_interrupted`'s.
+    """
+    if result.is_error or not run._caller_signal._aborted:
+        return result
+    return aborted_result(
+        body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+    )
 
 
 def _stage_failure(
