@@ -136,7 +136,8 @@ async def run_tool_calls(
             if mode[0] == "exclusive":
                 run = registry._start(inputs[index], mode[1])
                 try:
-                    # The stages of `execute`, in its order, with the snapshot already taken.
+                    # ≡ `registry.execute(inputs[index])` up to its publish, with the snapshot
+                    # `_mode` took (parsed once); pinned by benchmarks/bench_batch.py.
                     for stage in (
                         registry._stage_before,
                         registry._stage_dispatch,
@@ -218,7 +219,7 @@ def _input(
 
     Its ``__init__`` sets each field through ``object.__setattr__``; the slots' own setters
     cost half as much, once per call of a batch (as `_outcome`). `_INPUT_FIELDS` is every
-    field (a test checks it against the dataclass).
+    field (a test checks it against the dataclass). Pinned by benchmarks/bench_batch.py.
     """
     made: ToolExecutionInput = object.__new__(ToolExecutionInput)
     _set_input_call_id(made, call_id)
@@ -240,6 +241,7 @@ def _outcome(call: ToolCall, result: ToolResult, dispatched: bool) -> CallOutcom
     """``CallOutcome(call, result, dispatched)`` without the frozen dataclass's ``__init__``.
 
     The slots' own setters, one per call of a batch: half the cost of the checked path.
+    Pinned by benchmarks/bench_batch.py.
     """
     outcome: CallOutcome = object.__new__(CallOutcome)
     _set_call(outcome, call)
@@ -294,6 +296,7 @@ class _Group:
     asyncio's `asyncio.TaskGroup` or a trio nursery: structured like anyio's, so a host
     cancellation of the calling task is delivered to every task of the group, which waits for
     all of them, as a task group does; nothing here cancels anything of its own accord.
+    ≡ ``anyio.create_task_group()``; pinned by benchmarks/bench_targets.py (batch, trio).
     """
 
     __slots__ = ("_manager", "spawn", "yield_first")
@@ -491,6 +494,9 @@ class _Sequencer:
                     # inherit that (tracing: no call becomes another's parent).
                     between = copy_context()
                     try:
+                        # ≡ `await dispatch` in this task, stepped by hand to see whether the
+                        # body blocks (then `_resume` is the rest of that await); pinned by
+                        # benchmarks/bench_batch.py.
                         yielded = dispatch.send(None)
                     except StopIteration:
                         started.state = _DISPATCHED  # done without blocking

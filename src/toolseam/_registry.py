@@ -262,6 +262,9 @@ class ToolRegistry:
             if definition is None:
                 return "exclusive", None
             if type(definition) is DefinedTool:
+                # Fast path ≡ the else branch, for define_tool's own definitions (no option:
+                # no parse; _parse reuses the snapshot's UTF-8 flag); pinned by
+                # benchmarks/bench_batch.py.
                 if definition._is_concurrency_safe is None:
                     return "exclusive", None  # nothing to ask: skip parsing the arguments
                 snapshot = materialize_arguments(input.arguments)
@@ -362,6 +365,8 @@ class ToolRegistry:
         # The run holds what it needs of the input: the caller's input is not kept alive
         # (nor its arguments) while the call is in flight.
         del input
+        # The stages, unrolled (run_tool_calls drives the same ones): each is awaited only if
+        # it has something to await; pinned by benchmarks/bench_overhead.py "define_tool".
         step = self._stage_before(run)
         if step is not None:
             await step
@@ -386,7 +391,8 @@ class ToolRegistry:
         if self._pre.items or self._guards.items:
             return self._before_dispatch(run)
         if run._caller_signal._aborted:
-            # _before_dispatch without listeners: only its cancellation check.
+            # Fast path ≡ `_before_dispatch` with no listener (its last check, contract §5.4),
+            # without its coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
             run._result = aborted_result(body_invoked=False)
         return None
 
@@ -398,6 +404,8 @@ class ToolRegistry:
             return self._dispatch(run)
         if self._hooks:  # tracing hook
             return self._invoke_hooked(run, True)
+        # Fast path ≡ `_dispatch` with an empty chain: the body's dispatch is the whole stage
+        # (`stage=True`), one coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
         return self._invoke_body(run, True)
 
     def _stage_after(self, run: Run, *, checkpoint: bool = True) -> Awaitable[object] | None:
@@ -411,8 +419,8 @@ class ToolRegistry:
             return self._guarded(run, anyio.lowlevel.checkpoint()) if checkpoint else None
         if self._post.items:
             return self._after_dispatch(run)
-        # _after_dispatch without listeners: only _after_abort, called only when the caller
-        # aborted (a call less per call: bench_overhead "define_tool").
+        # Fast path ≡ `_after_dispatch` with no listener: only `_after_abort`, called only when
+        # the caller aborted; pinned by benchmarks/bench_overhead.py "define_tool".
         result = run._result
         if result is not None and run._caller_signal._aborted:
             run._result = _after_abort(run, result)
@@ -468,7 +476,9 @@ class ToolRegistry:
         if definition is None:
             finalizer = None
         elif type(definition) is DefinedTool:
-            finalizer = definition._finalize  # None without the option: nothing to call
+            # Fast path ≡ `definition.finalize_content`, but None without the option: nothing
+            # to call at publish; pinned by benchmarks/bench_overhead.py "define_tool".
+            finalizer = definition._finalize
         else:
             finalizer = definition.finalize_content
         parent = input.parent
@@ -510,6 +520,8 @@ class ToolRegistry:
         root_call_id = input.root_call_id
         problem: str | None = None
         if type(call_id) is str and type(name) is str and type(root_call_id) in _ROOT_TYPES:
+            # Fast path ≡ `_text_fields` for exact strings; pinned by
+            # benchmarks/bench_overhead.py "define_tool".
             root_call_id = root_call_id or call_id
         else:
             call_id, name, root_call_id, problem = _text_fields(call_id, name, root_call_id)
@@ -697,6 +709,8 @@ class ToolRegistry:
             else:
                 try:
                     if type(definition) is DefinedTool:
+                        # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag;
+                        # pinned by benchmarks/bench_overhead.py "define_tool".
                         args = definition._parse(run._arguments, run._utf8)
                     else:
                         args = definition.parse_arguments(run._arguments)
@@ -814,7 +828,9 @@ class ToolRegistry:
         if kind is Accept:
             accept = cast("Accept", decision)
             if accept.content is None and not accept.additional_contexts:
-                return result  # a plain Accept() changes nothing
+                # Fast path ≡ the `_with_contexts` below with no new context; pinned by
+                # benchmarks/bench_overhead.py "define_tool+4".
+                return result
             contexts = (*result.additional_contexts, *accept.additional_contexts)
             if accept.content is None:
                 return _with_contexts(result, contexts)
@@ -917,7 +933,9 @@ class ToolRegistry:
         finally:
             if self._hooks:  # tracing hook: the call's span ends with its one result
                 _hooks.published(self._hooks, run, result)
-            # wait_idle(): this call has left its generation.
+            # wait_idle(): this call has left its generation. Counted out inline, without the
+            # lock: `_left` only when an older generation empties, the one case with a waiter
+            # to wake (see `_left`); pinned by benchmarks/bench_overhead.py "define_tool".
             epoch = run._epoch
             count = self._in_flight[epoch] - 1
             if count or epoch == self._epoch:
@@ -974,13 +992,17 @@ def _body_success(
     """The body's output, validated, frozen and rendered (contract §6)."""
     raw = definition.serialize_output(output)
     try:
+        # Fast path ≡ `materialize(raw)`, which returns an exact str as it is; pinned by
+        # benchmarks/bench_overhead.py "define_tool".
         value = raw if type(raw) is str else materialize(raw)
     except MaterializationError as error:
         raise ToolOutputError(
             f'tool "{run._name}" returned output that is not losslessly JSON-serializable ({error})'
         ) from None
     if type(definition) is DefinedTool and definition._render is None:
-        return rendered_success(value)  # what its render would give
+        # Fast path ≡ the line below (its render is `render_value`), built in one go; pinned
+        # by benchmarks/bench_overhead.py "define_tool".
+        return rendered_success(value)
     return materialized_success(value, definition.render(args, value))
 
 
