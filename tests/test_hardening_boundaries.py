@@ -22,10 +22,20 @@ from support import Published, TextArgs, code_of, make_input
 from toolseam import (
     TOOL_ABORTED,
     AbortController,
+    Next,
+    PostDecision,
+    PreDecision,
+    ToolCall,
+    ToolDispatchExecution,
+    ToolExecution,
     ToolFailure,
     ToolRegistry,
+    ToolResult,
     ToolRunContext,
+    ToolSuccess,
     define_tool,
+    nested_input,
+    run_tool_calls,
 )
 
 GUARD = 10  # seconds: a hang guard, never an ordering
@@ -351,3 +361,152 @@ class TestFinalizersNeverDeadlockWaitIdle:
         )
         assert completed.returncode == 0, completed.stderr
         assert completed.stdout.splitlines()[-1] == "ok"
+
+
+class _StrSubclassMessage(Exception):
+    """``str()`` gives a ``str`` subclass whose every hook raises."""
+
+    def __str__(self) -> str:
+        class Hostile(str):
+            __slots__ = ()
+
+            def __format__(self, spec: str) -> str:
+                raise RuntimeError("__format__ refuses")
+
+            def __hash__(self) -> int:
+                raise RuntimeError("__hash__ refuses")
+
+            def __eq__(self, other: object) -> bool:
+                raise RuntimeError("__eq__ refuses")
+
+        return Hostile("hostile message")
+
+
+HOSTILE_ERRORS: dict[str, Callable[[], Exception]] = {
+    "str() gives a hostile str subclass": _StrSubclassMessage,
+    "__class__ raises": _ClassRaises,
+    "with_traceback raises": _WithTracebackRaises,
+}
+STAGES = ("pre", "guard", "wrapper", "body", "sync body", "post", "finalizer")
+ENTRY_POINTS = ("run_tool_calls", "nested from an async body", "nested from a sync body")
+
+
+def _registry_raising(stage: str, error: Callable[[], Exception]) -> ToolRegistry:
+    """A registry whose ``stage`` raises ``error()`` for calls whose id ends in ``!``."""
+
+    def hit(exec: ToolExecution) -> bool:
+        return exec.call_id.endswith("!")
+
+    def finalize(exec: ToolExecution, result: ToolResult) -> None:
+        if stage == "finalizer" and hit(exec):
+            raise error()
+
+    @define_tool(name="t", description="", finalize_content=finalize, is_concurrency_safe=_safe)
+    async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+        if stage == "body" and hit(exec):
+            raise error()
+        return "ok"
+
+    @define_tool(name="s", description="", finalize_content=finalize, is_concurrency_safe=_safe)
+    def sync_tool(args: TextArgs, exec: ToolRunContext) -> str:
+        if stage == "sync body" and hit(exec):
+            raise error()
+        return "ok"
+
+    async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+        if stage == "pre" and hit(exec):
+            raise error()
+        return await next()
+
+    def guard(exec: ToolExecution) -> str | None:
+        if stage == "guard" and hit(exec):
+            raise error()
+        return None
+
+    async def wrapper(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+        if stage == "wrapper" and hit(exec):
+            raise error()
+        return await next()
+
+    async def post(
+        exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+    ) -> PostDecision:
+        if stage == "post" and hit(exec):
+            raise error()
+        return await next()
+
+    registry = ToolRegistry()
+    registry.register(tool)
+    registry.register(sync_tool)
+    registry.on_pre_execute(pre)
+    registry.add_guard(guard)
+    registry.on_execute(wrapper)
+    registry.on_post_execute(post)
+    return registry
+
+
+def _safe(args: TextArgs) -> bool:
+    return True
+
+
+class TestHostileExceptionsOnEveryEntryPoint:
+    """Contract §5, §7, §8: a hostile exception from any stage ends in one published failure
+    with a plain ``str`` message on every entry point, and costs no other call anything.
+
+    `TestHostileExceptions` (test_hardening.py) proves it for ``execute``; these prove the
+    same for a batch (the hostile call between two siblings) and for nested dispatch from an
+    async and from a synchronous body (the composite call still succeeds).
+    """
+
+    @pytest.mark.parametrize("entry", ENTRY_POINTS)
+    @pytest.mark.parametrize("stage", STAGES)
+    @pytest.mark.parametrize("kind", list(HOSTILE_ERRORS))
+    async def test_one_plain_failure_and_nothing_else_changes(
+        self, kind: str, stage: str, entry: str
+    ) -> None:
+        registry = _registry_raising(stage, HOSTILE_ERRORS[kind])
+        published: dict[str, ToolResult] = {}
+        registry.on_result(lambda exec, result: published.setdefault(exec.call_id, result))
+        name = "s" if stage == "sync body" else "t"
+        if entry == "run_tool_calls":
+            calls = [ToolCall(call_id, name, {"text": "x"}) for call_id in ("a", "hostile!", "b")]
+            with anyio.fail_after(GUARD):
+                outcomes = await run_tool_calls(registry, calls, signal=AbortController().signal)
+            assert [outcome.result for outcome in outcomes] == [
+                published["a"],
+                published["hostile!"],
+                published["b"],
+            ]
+        else:
+            inner: list[ToolResult] = []
+
+            if entry == "nested from an async body":
+
+                @define_tool(name="outer", description="")
+                async def outer(args: TextArgs, exec: ToolRunContext) -> str:
+                    call = nested_input(
+                        exec, call_id="hostile!", name=name, arguments={"text": "x"}
+                    )
+                    inner.append(await registry.execute(call))
+                    return "outer"
+
+            else:
+
+                @define_tool(name="outer", description="")
+                def outer(args: TextArgs, exec: ToolRunContext) -> str:
+                    call = nested_input(
+                        exec, call_id="hostile!", name=name, arguments={"text": "x"}
+                    )
+                    inner.append(anyio.from_thread.run(registry.execute, call))
+                    return "outer"
+
+            registry.register(outer)
+            with anyio.fail_after(GUARD):
+                result = await registry.execute(make_input("outer", call_id="outer"))
+            assert isinstance(result, ToolSuccess)
+            assert inner == [published["hostile!"]]
+        failure = published.pop("hostile!")
+        assert isinstance(failure, ToolFailure)
+        assert type(failure.error.message) is str
+        assert failure.error.message
+        assert all(isinstance(result, ToolSuccess) for result in published.values())
