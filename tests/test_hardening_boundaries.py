@@ -391,7 +391,7 @@ STAGES = ("pre", "guard", "wrapper", "body", "sync body", "post", "finalizer")
 ENTRY_POINTS = ("run_tool_calls", "nested from an async body", "nested from a sync body")
 
 
-def _registry_raising(stage: str, error: Callable[[], Exception]) -> ToolRegistry:
+def _registry_raising(stage: str, error: Callable[[], BaseException]) -> ToolRegistry:
     """A registry whose ``stage`` raises ``error()`` for calls whose id ends in ``!``."""
 
     def hit(exec: ToolExecution) -> bool:
@@ -510,3 +510,57 @@ class TestHostileExceptionsOnEveryEntryPoint:
         assert type(failure.error.message) is str
         assert failure.error.message
         assert all(isinstance(result, ToolSuccess) for result in published.values())
+
+
+class _OwnBaseException(BaseException):
+    """A ``BaseException`` of a tool's own: neither an interrupt nor a cancellation."""
+
+
+BASE_EXCEPTIONS: dict[str, Callable[[], BaseException]] = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "own BaseException": _OwnBaseException,
+}
+
+
+class TestBaseExceptionsFromEveryStage:
+    """Contract §5: a ``BaseException`` raised by any stage settles its call — one published
+    result — and then propagates bare, through ``execute`` and through a nested call's
+    composite (whose own call settles too). ``run_tool_calls`` holds it instead:
+    test_batch_sequencer.py::test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result.
+    """
+
+    @pytest.mark.parametrize("entry", ["execute", "nested from an async body"])
+    @pytest.mark.parametrize("stage", [*STAGES, "observer"])
+    @pytest.mark.parametrize("kind", list(BASE_EXCEPTIONS))
+    async def test_one_result_each_then_it_propagates_bare(
+        self, kind: str, stage: str, entry: str
+    ) -> None:
+        raised = BASE_EXCEPTIONS[kind]()
+        registry = _registry_raising(stage, lambda: raised)
+        published: list[str] = []
+
+        def observe(exec: ToolExecution, result: ToolResult) -> None:
+            published.append(exec.call_id)
+            if stage == "observer" and exec.call_id.endswith("!"):
+                raise raised
+
+        registry.on_result(observe)
+        name = "s" if stage == "sync body" else "t"
+
+        @define_tool(name="outer", description="")
+        async def outer(args: TextArgs, exec: ToolRunContext) -> str:
+            call = nested_input(exec, call_id="hostile!", name=name, arguments={"text": "x"})
+            await registry.execute(call)
+            return "outer"
+
+        registry.register(outer)
+        if entry == "execute":
+            call, expected = make_input(name, call_id="hostile!"), ["hostile!"]
+        else:
+            call, expected = make_input("outer", call_id="outer"), ["hostile!", "outer"]
+        with anyio.fail_after(GUARD), pytest.raises(BaseException) as caught:
+            await registry.execute(call)
+        assert caught.value is raised
+        assert published == expected
+        await registry.wait_idle()
