@@ -45,14 +45,14 @@ class _ClassRaises(Exception):
     """An exception whose ``__class__`` raises: ``isinstance`` on it raises."""
 
     @property  # type: ignore[misc]
-    def __class__(self) -> type:  # type: ignore[override]
+    def __class__(self) -> type:
         raise RuntimeError("__class__ refuses")
 
 
 class _WithTracebackRaises(Exception):
     """An exception whose ``with_traceback`` raises (trio's thread hand-off calls it)."""
 
-    def with_traceback(self, tb: object) -> _WithTracebackRaises:  # type: ignore[override]
+    def with_traceback(self, tb: object) -> _WithTracebackRaises:
         raise RuntimeError("with_traceback refuses")
 
 
@@ -87,8 +87,8 @@ class TestHostileExceptionsLeaveWorkerThreads:
 class _TracebackSetterRaises(Exception):
     """An exception whose ``__traceback__`` cannot be assigned from Python."""
 
-    @property  # type: ignore[misc]
-    def __traceback__(self) -> None:  # type: ignore[override]
+    @property
+    def __traceback__(self) -> None:
         return None
 
     @__traceback__.setter
@@ -99,8 +99,8 @@ class _TracebackSetterRaises(Exception):
 class _BaseTracebackSetterRaises(BaseException):
     """The same as a ``BaseException`` reason (``except BaseException as e: abort(e)``)."""
 
-    @property  # type: ignore[misc]
-    def __traceback__(self) -> None:  # type: ignore[override]
+    @property
+    def __traceback__(self) -> None:
         return None
 
     @__traceback__.setter
@@ -466,7 +466,11 @@ class TestHostileExceptionsOnEveryEntryPoint:
     ) -> None:
         registry = _registry_raising(stage, HOSTILE_ERRORS[kind])
         published: dict[str, ToolResult] = {}
-        registry.on_result(lambda exec, result: published.setdefault(exec.call_id, result))
+
+        def observe(exec: ToolExecution, result: ToolResult) -> None:
+            published.setdefault(exec.call_id, result)
+
+        registry.on_result(observe)
         name = "s" if stage == "sync body" else "t"
         if entry == "run_tool_calls":
             calls = [ToolCall(call_id, name, {"text": "x"}) for call_id in ("a", "hostile!", "b")]

@@ -17,7 +17,6 @@ shutdown): an abort listener's ``KeyboardInterrupt`` must not stop either half-w
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import anyio
@@ -61,6 +60,13 @@ def _deep(depth: int) -> dict[str, Any]:
     return root
 
 
+def _nested_list(depth: int) -> list[Any]:
+    root: list[Any] = []
+    for _ in range(depth - 1):
+        root = [root]
+    return root
+
+
 def _over_the_wire(result: types.CallToolResult) -> types.CallToolResult:
     """Encode the answer as a server transport does, and parse it as an SDK client does."""
     response = types.JSONRPCResponse(
@@ -90,7 +96,7 @@ def _meta(result: types.CallToolResult) -> dict[str, Any]:
 
 RESULTS: dict[str, ToolResult] = {
     "a value 100 000 levels deep": _success(_deep(DEEP)),
-    "a list 300 levels deep": _success(functools.reduce(lambda a, _: [a], range(300), [])),
+    "a list 300 levels deep": _success(_nested_list(300)),
     "a deep context": _success("ok", additional_contexts=[_deep(DEEPER_THAN_JSON)]),
     "a failure with a deep context": ToolFailure.from_message(
         "boom", additional_contexts=[_deep(DEEPER_THAN_JSON)]
