@@ -17,6 +17,7 @@ from typing import cast
 import anyio
 import anyio.from_thread
 import pytest
+from typing_extensions import TypedDict
 
 from support import Published, TextArgs, code_of, make_input
 from toolseam import (
@@ -568,3 +569,71 @@ class TestBaseExceptionsFromEveryStage:
         assert caught.value is raised
         assert published == expected
         await registry.wait_idle()
+
+
+DEPTH = 100_000
+
+
+class _Tree(TypedDict):
+    tree: object
+
+
+def _deep_tree(depth: int) -> dict[str, object]:
+    root: dict[str, object] = {}
+    node = root
+    for _ in range(depth - 1):
+        child: dict[str, object] = {}
+        node["a"] = child
+        node = child
+    node["a"] = "leaf"
+    return {"tree": root}
+
+
+def _depth(tree: object) -> int:
+    levels = 0
+    while isinstance(tree, dict):
+        tree = tree["a"]  # pyright: ignore[reportUnknownVariableType]
+        levels += 1
+    return levels
+
+
+class TestDeepArgumentsOnEveryEntryPoint:
+    """Contract §5.2: arguments 100 000 levels deep reach the body whole on every entry
+    point — a batch (whose mode check parses them first), nested dispatch from an async and
+    from a synchronous body. `TestDepthIsBoundedOnlyByMemory` (test_hardening.py) proves
+    ``execute``; JSON text of that depth, test_jsontext.py and the OpenAI Agents adapter's
+    test_arguments_100_000_levels_deep_reach_the_registry."""
+
+    @pytest.mark.parametrize("entry", ENTRY_POINTS)
+    async def test_the_body_gets_every_level(self, entry: str) -> None:
+        registry = ToolRegistry()
+        depths: list[int] = []
+
+        @define_tool(name="deep", description="", is_concurrency_safe=lambda args: True)
+        async def deep(args: _Tree, exec: ToolRunContext) -> int:
+            depths.append(_depth(args["tree"]))
+            return depths[-1]
+
+        @define_tool(name="async_outer", description="")
+        async def async_outer(args: TextArgs, exec: ToolRunContext) -> str:
+            call = nested_input(exec, call_id="n", name="deep", arguments=_deep_tree(DEPTH))
+            return "ok" if not (await registry.execute(call)).is_error else "failed"
+
+        @define_tool(name="sync_outer", description="")
+        def sync_outer(args: TextArgs, exec: ToolRunContext) -> str:
+            call = nested_input(exec, call_id="n", name="deep", arguments=_deep_tree(DEPTH))
+            return "ok" if not anyio.from_thread.run(registry.execute, call).is_error else "no"
+
+        for tool in (deep, async_outer, sync_outer):
+            registry.register(tool)
+        if entry == "run_tool_calls":
+            calls = [ToolCall(f"c{index}", "deep", _deep_tree(DEPTH)) for index in range(2)]
+            outcomes = await run_tool_calls(registry, calls, signal=AbortController().signal)
+            assert [outcome.result.is_error for outcome in outcomes] == [False, False]
+            assert depths == [DEPTH, DEPTH]
+        else:
+            outer = "async_outer" if entry == "nested from an async body" else "sync_outer"
+            result = await registry.execute(make_input(outer, {"text": "x"}))
+            assert isinstance(result, ToolSuccess)
+            assert result.value == "ok"
+            assert depths == [DEPTH]
