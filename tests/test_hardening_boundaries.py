@@ -9,6 +9,7 @@ turns a hang into a failure, it decides no ordering.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,13 +17,16 @@ from typing import cast
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import pytest
 from typing_extensions import TypedDict
 
 from support import Published, TextArgs, code_of, make_input
 from toolseam import (
     TOOL_ABORTED,
+    TOOL_ABORTED_BEFORE_DISPATCH,
     AbortController,
+    Accept,
     Next,
     PostDecision,
     PreDecision,
@@ -126,10 +130,13 @@ class TestHostileAbortReasons:
     failure carrying the hook's error.
     """
 
+    @pytest.mark.parametrize("entry", ["execute", "run_tool_calls"])
     @pytest.mark.parametrize("how", ["raise_if_aborted", "raise reason"])
     @pytest.mark.parametrize("body", ["async", "sync"])
     @pytest.mark.parametrize("reason", list(HOSTILE_REASONS))
-    async def test_the_body_raising_it_ends_aborted(self, reason: str, body: str, how: str) -> None:
+    async def test_the_body_raising_it_ends_aborted(
+        self, reason: str, body: str, how: str, entry: str
+    ) -> None:
         registry = ToolRegistry()
         published = Published()
         registry.on_result(published)
@@ -161,7 +168,13 @@ class TestHostileAbortReasons:
         registry.register(tool)
         caller = AbortController()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(registry.execute, make_input("t", signal=caller.signal))
+            if entry == "execute":
+                tg.start_soon(registry.execute, make_input("t", signal=caller.signal))
+            else:
+                calls = [ToolCall("c", "t", {"text": "x"})]
+                tg.start_soon(
+                    functools.partial(run_tool_calls, signal=caller.signal), registry, calls
+                )
             await entered.wait()
             caller.abort(HOSTILE_REASONS[reason]())
         assert code_of(published.only) == TOOL_ABORTED
@@ -637,3 +650,57 @@ class TestDeepArgumentsOnEveryEntryPoint:
             assert isinstance(result, ToolSuccess)
             assert result.value == "ok"
             assert depths == [DEPTH]
+
+
+class TestAbortDuringPreExecuteInABatch:
+    """Contract §5.4, §7: an abort that lands while a batch's call is in pre-execute ends
+    that call ``ABORTED_BEFORE_DISPATCH`` through post-execute (contexts kept), and no later
+    call starts (each ``ABORTED_BEFORE_DISPATCH``, without post-execute)."""
+
+    @pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "exclusive"])
+    async def test_the_call_goes_through_post_execute_and_the_rest_never_start(
+        self, parallel: bool
+    ) -> None:
+        registry = ToolRegistry()
+        published = Published()
+        registry.on_result(published)
+        caller = AbortController()
+        trace: list[str] = []
+
+        @define_tool(name="t", description="", is_concurrency_safe=lambda args: parallel)
+        async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            trace.append(f"body {exec.call_id}")
+            return "ok"
+
+        async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            trace.append(f"pre {exec.call_id}")
+            if exec.call_id == "b":
+                caller.abort("stop")
+                await anyio.lowlevel.checkpoint()
+            return await next()
+
+        async def post(
+            exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+        ) -> PostDecision:
+            trace.append(f"post {exec.call_id} {code_of(result)}")
+            await next()
+            return Accept(additional_contexts=[{"post": exec.call_id}])
+
+        registry.register(tool)
+        registry.on_pre_execute(pre)
+        registry.on_post_execute(post)
+        calls = [ToolCall(call_id, "t", {"text": "x"}) for call_id in ("a", "b", "c")]
+        outcomes = await run_tool_calls(registry, calls, signal=caller.signal)
+        # In a parallel group ``a`` still waits for its post-execute turn (model order) when
+        # the abort comes: its success is not final yet, so it becomes ABORTED (contract §5).
+        assert [code_of(outcome.result) for outcome in outcomes] == [
+            TOOL_ABORTED if parallel else None,
+            TOOL_ABORTED_BEFORE_DISPATCH,
+            TOOL_ABORTED_BEFORE_DISPATCH,
+        ]
+        assert [outcome.dispatched for outcome in outcomes] == [True, True, False]
+        assert list(outcomes[1].result.additional_contexts) == [{"post": "b"}]
+        assert "pre c" not in trace
+        assert "body b" not in trace
+        assert f"post b {TOOL_ABORTED_BEFORE_DISPATCH}" in trace
+        assert len(published.results) == 3
