@@ -1,4 +1,4 @@
-"""Development sessions: ``nox`` runs tests, typetests, lint and docs; ``-s bench`` is opt-in."""
+"""Development sessions: ``nox`` runs tests, typetests, lint, docs, postgres; ``bench`` opt-in."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -16,7 +17,7 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 # uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "typetests", "lint", "docs"]
+nox.options.sessions = ["tests", "typetests", "lint", "docs", "postgres"]
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
@@ -63,6 +64,31 @@ def tests(session: nox.Session) -> None:
     """Runtime tests, every async test on asyncio and trio."""
     session.install(".", *_group("test"))
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHONS[0])
+def postgres(session: nox.Session) -> None:
+    """toolseam.durable on a real Postgres: DBOS queue workers in two processes, a third cancels.
+
+    tests/test_durable_postgres.py starts its own server on loopback (``initdb`` in a
+    temporary folder, ``pg_ctl start``; as root, as an unprivileged user) from the Postgres
+    binaries found on PATH, in ``$TOOLSEAM_PG_BIN`` or in ``/usr/lib/postgresql/*/bin``.
+    Without them the session is skipped, saying so, unless ``TOOLSEAM_REQUIRE_POSTGRES=1``
+    (set by .ci/run, which installs Debian's ``postgresql`` first): then it fails.
+    """
+    sys.path.insert(0, str(ROOT / "tests"))
+    from local_postgres import find_binaries, missing_reason
+
+    binaries = find_binaries()
+    if binaries is None:
+        if os.environ.get("TOOLSEAM_REQUIRE_POSTGRES") == "1":
+            session.error(missing_reason())
+        session.skip(missing_reason())
+    session.install(".", *_group("test"))
+    session.run(
+        "pytest", "tests/test_durable_postgres.py", *session.posargs,
+        env={"TOOLSEAM_POSTGRES": "1", "TOOLSEAM_PG_BIN": str(binaries)},
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHONS[0])

@@ -2,10 +2,12 @@
 
 ``nox -s bench`` runs this; ``python benchmarks/run_all.py`` does the same in the current
 environment (it needs the ``bench`` dependency group: autogen-core and the other peers,
-trio, opentelemetry-sdk, nox). Options: ``--quick`` for a smoke run (figures meaningless),
+trio, opentelemetry-sdk, dbos, nox; ``durable`` also measures on Postgres when its binaries
+are found). Options: ``--quick`` for a smoke run (figures meaningless),
 ``--skip-static`` to leave out the static suite's wall time (about 80 s), ``--only
 targets,churn`` to run some of them (``overhead``, ``cancel`` and ``batch`` are parts of
-``targets`` on their own). Every figure is a median
+``targets`` on their own; ``ptc`` is docs/ptc.md's, ``capabilities`` what progress and the
+host cost). Every figure is a median
 over interleaved rounds; every ratio is taken within a round (see ``_harness``). Exits 0
 even when a target is missed: these are measurements, not tests.
 """
@@ -18,9 +20,12 @@ from collections.abc import Callable
 import _harness
 import bench_batch
 import bench_cancel_latency
+import bench_capabilities
 import bench_churn
+import bench_durable
 import bench_overhead
 import bench_peers
+import bench_ptc
 import bench_static_suite
 import bench_targets
 import bench_tracing
@@ -32,12 +37,15 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "churn": bench_churn.run,
     "static": bench_static_suite.run,
     "tracing": bench_tracing.run,
+    "ptc": bench_ptc.run,
+    "capabilities": bench_capabilities.run,
+    "durable": bench_durable.run,
     # Parts of the above on their own (not run by default: "targets" covers them).
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
     "batch": bench_batch.run,
 }
-DEFAULT = ("targets", "peers", "churn", "tracing", "static")
+DEFAULT = ("targets", "peers", "churn", "tracing", "ptc", "capabilities", "durable", "static")
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from toolseam import (
     ToolSuccess,
     define_tool,
 )
+from toolseam._definitions import is_idempotent
 
 
 class ReadArgs(TypedDict):
@@ -240,6 +241,63 @@ class TestSetupErrors:
 
         with pytest.raises(TypeError, match=r'^tool "t": cannot build a schema for the arguments'):
             define_tool(name="t", description="")(body)
+
+
+class TestIdempotentOption:
+    """The ``idempotent`` option: typed, documented, read with a default of ``False``."""
+
+    def test_tools_are_not_idempotent_unless_they_say_so(self) -> None:
+        @define_tool(name="send", description="")
+        async def send(args: ReadArgs, exec: ToolRunContext) -> str:
+            return ""
+
+        @define_tool(name="lookup", description="", idempotent=True)
+        def lookup(args: ReadArgs, exec: ToolRunContext) -> str:
+            return ""
+
+        assert is_idempotent(send) is False
+        assert is_idempotent(lookup) is True
+        assert getattr(lookup, "idempotent") is True  # noqa: B009 - not in the protocol
+
+    def test_idempotent_is_never_part_of_schemas(self) -> None:
+        @define_tool(name="lookup", description="", idempotent=True)
+        async def lookup(args: ReadArgs, exec: ToolRunContext) -> str:
+            return ""
+
+        registry = ToolRegistry()
+        registry.register(lookup)
+        assert "idempotent" not in str(registry.schemas()[0].to_json())
+
+    @pytest.mark.parametrize("value", [1, "yes", None])
+    def test_non_bool_idempotent_is_a_type_error_naming_the_tool(self, value: object) -> None:
+        with pytest.raises(TypeError, match=r'^tool "send": `idempotent` must be a bool, got '):
+            define_tool(name="send", description="", idempotent=value)  # type: ignore[call-overload]
+
+    def test_hand_written_definitions_without_the_attribute_are_not_idempotent(self) -> None:
+        class Plain:
+            name = "plain"
+
+        class Says:
+            name = "says"
+            idempotent = True
+
+        class Truthy:
+            name = "truthy"
+            idempotent = 1
+
+        class Hostile:
+            name = "hostile"
+
+            @property
+            def idempotent(self) -> bool:
+                raise RuntimeError("no")
+
+        assert [is_idempotent(d()) for d in (Plain, Says, Truthy, Hostile)] == [
+            False,
+            True,
+            False,
+            False,
+        ]
 
 
 class TaggedArgs(TypedDict):

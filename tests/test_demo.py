@@ -21,6 +21,7 @@ EXPECTED_CODES = [
     "ABORTED",
     "ABORTED",
     "INVALID_ARGS",
+    "ABORTED",
 ]
 
 
@@ -41,6 +42,8 @@ def test_demo_prints_each_call_with_its_code_and_a_legend(backend: str) -> None:
     assert "pre > wrap > body > [HOST CANCEL] > result" in text
     assert "pre > wrap > body: args rejected > post > result" in text
     assert "Why post runs where it runs" in text
+    # The long call's progress reached the caller's host, which stopped it at 3 of 10.
+    assert "   progress 1/10 2/10 3/10\n   => ABORTED: tool call aborted" in text
     assert max(len(line) for line in text.splitlines()) <= 80
 
 

@@ -1,6 +1,8 @@
 """toolseam.integrations.langchain against the real langchain-core (contract §10).
 
-`run_ai_message_tool_calls` and a tool's sync ``invoke`` are tested on asyncio and trio.
+`run_ai_message_tool_calls` and a tool's sync ``invoke`` are tested on asyncio and trio
+(streaming custom events needs a LangChain run around the call, and a runnable's ``ainvoke``
+and ``astream_events`` are asyncio-only, so those tests are too).
 A tool's ``ainvoke`` is asyncio-only: langchain-core's ``BaseTool.arun`` calls
 ``asyncio.gather`` (in its callback manager) and ``asyncio.create_task`` itself, so the
 ``ainvoke`` tests pin ``anyio_backend`` to asyncio, and `test_ainvoke_needs_asyncio` pins
@@ -11,18 +13,25 @@ works on either backend; its ``ainvoke`` is asyncio-only too).
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import (
+    FakeMessagesListChatModel,
+    GenericFakeChatModel,
+)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall as LangChainToolCall
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
@@ -34,17 +43,27 @@ from toolseam import (
     TOOL_ABORTED_BEFORE_DISPATCH,
     AbortController,
     AbortSignal,
+    ElicitationRequest,
+    Elicited,
+    LogEvent,
     Next,
     PreDecision,
+    ProgressEvent,
     ToolError,
+    ToolEvent,
     ToolExecution,
     ToolFailure,
+    ToolHost,
     ToolRegistry,
     ToolRunContext,
     define_tool,
+    nested_input,
 )
 from toolseam.integrations.langchain import (
     CODE_METADATA_KEY,
+    LOG_EVENT,
+    LOGS_METADATA_KEY,
+    PROGRESS_EVENT,
     run_ai_message_tool_calls,
     to_langchain_tools,
 )
@@ -613,3 +632,408 @@ def test_import_toolseam_never_imports_langchain() -> None:
         "assert 'langchain_core' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
+
+
+# -- progress and logs: LangChain custom events, and the ToolMessage for logs -----------------
+
+
+@define_tool(name="report", description="Reports progress and a log.")
+async def report(args: TextArgs, exec: ToolRunContext) -> str:
+    exec.progress(1, 3, "one")
+    exec.log("info", {"step": [1]}, logger="report")
+    exec.progress(3, 3)
+    return "reported"
+
+
+def reported(
+    tool_call_id: str, call_id: str | None = None, tool: str = "report"
+) -> list[tuple[str, dict[str, Any]]]:
+    """The custom events of one run of ``report``: (name, data)."""
+    head = {"tool_call_id": tool_call_id, "call_id": call_id or tool_call_id, "tool": tool}
+    return [
+        (PROGRESS_EVENT, {**head, "progress": 1, "total": 3, "message": "one"}),
+        (LOG_EVENT, {**head, "level": "info", "data": {"step": [1]}, "logger": "report"}),
+        (PROGRESS_EVENT, {**head, "progress": 3, "total": 3, "message": None}),
+    ]
+
+
+def logs_of(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [data for name, data in events if name == LOG_EVENT]
+
+
+class Handler(AsyncCallbackHandler):
+    """A callback handler that keeps the custom events and the tool ends it saw."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.seen: list[tuple[str, Any]] = []
+        self.fail = fail
+        self.raise_error = fail  # LangChain re-raises a handler's error only when asked
+
+    async def on_custom_event(
+        self,
+        name: str,
+        data: Any,
+        *,
+        run_id: uuid.UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if self.fail:
+            raise RuntimeError("the UI went away")
+        self.seen.append((name, data))
+
+    async def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        self.seen.append(("tool end", output))
+
+
+class HostSink:
+    """A caller's own progress and log consumer."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, ToolEvent]] = []
+
+    def __call__(self, exec: ToolExecution, event: ToolEvent) -> None:
+        self.events.append((exec.call_id, event))
+
+    def host(self) -> ToolHost:
+        return ToolHost(on_progress=self, on_log=self)
+
+
+@ASYNCIO_ONLY
+async def test_ainvoke_streams_progress_and_logs_between_tool_start_and_end() -> None:
+    registry = ToolRegistry()
+    registry.register(report)
+    [tool] = to_langchain_tools(registry)
+
+    told = [
+        (event["event"], event["name"], event["data"])
+        async for event in tool.astream_events(tool_call("report", "call_1", text="x"))
+    ]
+
+    assert [(kind, name) for kind, name, _ in told] == [
+        ("on_tool_start", "report"),
+        ("on_custom_event", PROGRESS_EVENT),
+        ("on_custom_event", LOG_EVENT),
+        ("on_custom_event", PROGRESS_EVENT),
+        ("on_tool_end", "report"),
+    ]
+    assert [(name, data) for _, name, data in told[1:4]] == reported("call_1")
+    message = told[-1][2]["output"]
+    assert isinstance(message, ToolMessage)
+    assert message.response_metadata == {LOGS_METADATA_KEY: logs_of(reported("call_1"))}
+
+
+@ASYNCIO_ONLY
+async def test_a_callback_handler_sees_them_and_a_plain_call_streams_them_too() -> None:
+    registry = ToolRegistry()
+    registry.register(report)
+    [tool] = to_langchain_tools(registry)
+    handler = Handler()
+
+    assert await tool.ainvoke({"text": "x"}, config={"callbacks": [handler]}) == "reported"
+
+    *custom, (end, output) = handler.seen
+    assert (end, output) == ("tool end", "reported")
+    [call_id] = {data["call_id"] for _, data in custom}
+    assert call_id.startswith("toolseam_")  # a plain call's generated id
+    assert custom == reported(call_id)
+
+
+@ASYNCIO_ONLY
+async def test_a_raising_handler_is_contained_and_the_message_keeps_the_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = ToolRegistry()
+    registry.register(report)
+    [tool] = to_langchain_tools(registry)
+
+    message = await tool.ainvoke(
+        tool_call("report", "call_1", text="x"), config={"callbacks": [Handler(fail=True)]}
+    )
+
+    assert isinstance(message, ToolMessage)
+    assert message.content == "reported"
+    assert message.response_metadata == {LOGS_METADATA_KEY: logs_of(reported("call_1"))}
+    (logged,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert logged.getMessage().startswith("delivering tool 'report''s ProgressEvent")
+
+
+def test_sync_invoke_dispatches_to_a_sync_handler() -> None:
+    seen: list[tuple[str, Any]] = []
+
+    class SyncHandler(BaseCallbackHandler):
+        def on_custom_event(
+            self,
+            name: str,
+            data: Any,
+            *,
+            run_id: uuid.UUID,
+            tags: list[str] | None = None,
+            metadata: dict[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> None:
+            seen.append((name, data))
+
+    registry = ToolRegistry()
+    registry.register(report)
+    [tool] = to_langchain_tools(registry)
+    message = tool.invoke(tool_call("report", "call_1", text="x"), {"callbacks": [SyncHandler()]})
+
+    assert isinstance(message, ToolMessage)
+    assert seen == reported("call_1")
+
+
+@ASYNCIO_ONLY
+async def test_a_sync_body_and_a_nested_call_report_in_order() -> None:
+    registry = ToolRegistry()
+
+    @define_tool(name="count", description="Counts in a worker thread, then calls report.")
+    def count(args: TextArgs, exec: ToolRunContext) -> str:
+        for step in range(50):
+            exec.progress(step, 50)
+        anyio.from_thread.run(
+            registry.execute,
+            nested_input(exec, call_id="inner_1", name="report", arguments=args),
+        )
+        return "counted"
+
+    registry.register(count)
+    registry.register(report)
+    tool = next(tool for tool in to_langchain_tools(registry) if tool.name == "count")
+    handler = Handler()
+
+    message = await tool.ainvoke(
+        tool_call("count", "call_1", text="x"), config={"callbacks": [handler]}
+    )
+
+    head = {"tool_call_id": "call_1", "call_id": "call_1", "tool": "count"}
+    assert handler.seen == [
+        *(
+            (PROGRESS_EVENT, {**head, "progress": step, "total": 50, "message": None})
+            for step in range(50)
+        ),
+        *reported("call_1", "inner_1"),
+        ("tool end", message),
+    ]
+    assert isinstance(message, ToolMessage)
+    assert message.response_metadata == {LOGS_METADATA_KEY: logs_of(reported("call_1", "inner_1"))}
+
+
+@ASYNCIO_ONLY
+async def test_an_agent_step_streams_its_tool_calls_events() -> None:
+    """The loop of a LangGraph node: model, then the turn's tools, inside one runnable."""
+    registry = ToolRegistry()
+    registry.register(report)
+    # FakeMessagesListChatModel: GenericFakeChatModel streams no tool calls (astream_events
+    # streams the model).
+    model = FakeMessagesListChatModel(
+        responses=[
+            AIMessage(
+                "",
+                tool_calls=[
+                    tool_call("report", "call_1", text="a"),
+                    tool_call("report", "call_2", text="b"),
+                ],
+            )
+        ]
+    )
+
+    async def step(history: list[BaseMessage]) -> list[BaseMessage]:
+        turn = await model.ainvoke(history)
+        assert isinstance(turn, AIMessage)
+        stop = AbortController()
+        return [turn, *await run_ai_message_tool_calls(registry, turn, signal=stop.signal)]
+
+    told: list[tuple[str, Any]] = []
+    output: list[BaseMessage] = []
+    async for event in RunnableLambda(step).astream_events([HumanMessage("go")]):
+        if event["event"] == "on_custom_event":
+            told.append((event["name"], event["data"]))
+        elif event["event"] == "on_chain_end":
+            output = event["data"]["output"]
+
+    # The two calls are exclusive (report has no is_concurrency_safe): one after the other.
+    assert told == [*reported("call_1"), *reported("call_2")]
+    _, first, second = output
+    assert_balanced([HumanMessage("go"), *output])
+    assert isinstance(first, ToolMessage)
+    assert isinstance(second, ToolMessage)
+    assert first.response_metadata == {LOGS_METADATA_KEY: logs_of(reported("call_1"))}
+    assert second.response_metadata == {LOGS_METADATA_KEY: logs_of(reported("call_2"))}
+
+
+async def test_outside_a_run_the_host_sees_them_and_the_messages_keep_the_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = ToolRegistry()
+    registry.register(report)
+    sink = HostSink()
+    turn = model_turn(tool_call("report", "call_1", text="a"))
+    stop = AbortController()
+
+    [reply] = await run_ai_message_tool_calls(registry, turn, signal=stop.signal, host=sink.host())
+
+    assert sink.events == [
+        ("call_1", ProgressEvent(1, 3, "one")),
+        ("call_1", LogEvent("info", {"step": [1]}, "report")),
+        ("call_1", ProgressEvent(3, 3)),
+    ]
+    assert reply.response_metadata == {LOGS_METADATA_KEY: logs_of(reported("call_1"))}
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_a_sync_bodys_events_reach_the_host_and_its_message_outside_a_run() -> None:
+    """A `def` body's events arrive in loop callbacks, where the first one starts the drain."""
+    registry = ToolRegistry()
+
+    @define_tool(name="count", description="Counts in a worker thread.")
+    def count(args: TextArgs, exec: ToolRunContext) -> str:
+        for step in range(20):
+            exec.progress(step, 20)
+        exec.log("debug", step)
+        return "counted"
+
+    registry.register(count)
+    sink = HostSink()
+    turn = model_turn(
+        tool_call("count", "call_1", text="a"), tool_call("count", "call_2", text="b")
+    )
+    stop = AbortController()
+
+    replies = await run_ai_message_tool_calls(registry, turn, signal=stop.signal, host=sink.host())
+
+    for call_id in ("call_1", "call_2"):
+        assert [event for seen, event in sink.events if seen == call_id] == [
+            *(ProgressEvent(step, 20) for step in range(20)),
+            LogEvent("debug", 19),
+        ]
+    assert [reply.response_metadata[LOGS_METADATA_KEY][0]["data"] for reply in replies] == [19, 19]
+
+
+async def test_a_stop_mid_call_answers_every_call_once_after_what_was_reported() -> None:
+    registry = ToolRegistry()
+    started = anyio.Event()
+
+    @define_tool(name="work", description="Reports, logs, then waits for its signal.")
+    async def work(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.progress(1, 10)
+        exec.log("notice", "working")
+        started.set()
+        await exec.signal.wait()
+        exec.signal.raise_if_aborted()
+        return "unreachable"
+
+    registry.register(work)
+    published = Published()
+    registry.on_result(published)
+    sink = HostSink()
+    turn = model_turn(tool_call("work", "call_1", text="a"), tool_call("work", "call_2", text="b"))
+    stop = AbortController()
+    replies: list[ToolMessage] = []
+
+    async def run_turn() -> None:
+        replies.extend(
+            await run_ai_message_tool_calls(registry, turn, signal=stop.signal, host=sink.host())
+        )
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run_turn)
+        await started.wait()
+        stop.abort("user pressed stop")
+
+    assert [r.tool_call_id for r in replies] == ["call_1", "call_2"]
+    codes = [r.response_metadata[CODE_METADATA_KEY] for r in replies]
+    assert codes == [TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH]
+    assert len(published.results) == 2
+    assert sink.events == [
+        ("call_1", ProgressEvent(1, 10)),
+        ("call_1", LogEvent("notice", "working")),
+    ]
+    assert replies[0].response_metadata[LOGS_METADATA_KEY] == [
+        {
+            "tool_call_id": "call_1",
+            "call_id": "call_1",
+            "tool": "work",
+            "level": "notice",
+            "data": "working",
+            "logger": None,
+        }
+    ]
+    assert LOGS_METADATA_KEY not in replies[1].response_metadata
+
+
+@ASYNCIO_ONLY
+async def test_host_cancelling_a_streaming_ainvoke_still_publishes_one_result() -> None:
+    registry = ToolRegistry()
+    published = Published()
+    registry.on_result(published)
+    handler = Handler()
+    events: list[str] = []
+
+    @define_tool(name="work", description="Reports, then works until stopped.")
+    async def work(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.progress(1, 2)
+        try:
+            await exec.signal.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()
+                events.append("cleanup finished")
+        return "unreachable"
+
+    registry.register(work)
+    [tool] = to_langchain_tools(registry)
+
+    async def invoke() -> None:
+        try:
+            await tool.ainvoke(tool_call("work", "call_1", text="x"), {"callbacks": [handler]})
+        finally:
+            events.append("cancellation went on")
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(invoke)
+            while not handler.seen:
+                await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert events == ["cleanup finished", "cancellation went on"]
+    assert only_failure(published.only).code == TOOL_ABORTED
+    assert [name for name, _ in handler.seen] == [PROGRESS_EVENT]
+
+
+@ASYNCIO_ONLY
+async def test_a_host_factory_gets_the_runs_config() -> None:
+    asked: list[tuple[str, str]] = []
+
+    def host(config: RunnableConfig) -> ToolHost:
+        user = config.get("configurable", {})["user"]
+
+        async def elicit(
+            exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+        ) -> Elicited[Any]:
+            asked.append((user, request.message))
+            return Elicited("accept", {"ok": True})
+
+        return ToolHost(elicit=elicit)
+
+    @define_tool(name="confirm", description="Asks the user.")
+    async def confirm(args: TextArgs, exec: ToolRunContext) -> str:
+        return str(await exec.elicit(args["text"], {"type": "object", "properties": {}}))
+
+    registry = ToolRegistry()
+    registry.register(confirm)
+    [tool] = to_langchain_tools(registry, host=host)
+    answer = await tool.ainvoke({"text": "Go on?"}, config={"configurable": {"user": "ada"}})
+
+    assert answer == 'accepted {"ok": true}'
+    assert asked == [("ada", "Go on?")]
+
+
+def test_to_langchain_tools_checks_the_host() -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"^host must be a ToolHost, a callable making one per call, or None, got int$",
+    ):
+        to_langchain_tools(ToolRegistry(), host=1)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ from agents import (
 from agents.exceptions import UserError
 from agents.items import TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model
+from agents.stream_events import RunItemStreamEvent
 from agents.strict_schema import ensure_strict_json_schema
 from agents.tool_context import ToolContext
 from openai.types.responses import (
@@ -47,19 +49,27 @@ from typing_extensions import TypedDict
 from toolseam import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
+    AbortSignal,
     ApprovalAnswer,
     ApprovalRequest,
     Ask,
+    LogEvent,
     Next,
     PreDecision,
+    ProgressEvent,
     Registration,
+    Sampled,
+    SamplingRequest,
+    ToolEvent,
     ToolExecution,
+    ToolHost,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
     define_tool,
+    nested_input,
 )
-from toolseam.integrations.openai_agents import function_tools
+from toolseam.integrations.openai_agents import RegistryToolStreamEvent, function_tools
 
 
 @pytest.fixture
@@ -697,3 +707,234 @@ async def test_the_sdks_gate_comes_first_and_the_registry_still_decides(
     else:
         assert output["output"] == "hi"
         assert len(done.results) == 1
+
+
+# -- progress and logs: the on_stream callback ---------------------------------------------
+
+
+@define_tool(name="report", description="Reports progress and a log.")
+async def report(args: TextArgs, exec: ToolRunContext) -> str:
+    exec.progress(1, 3, "one")
+    exec.log("info", {"step": [1]}, logger="report")
+    exec.progress(3, 3)
+    return "reported"
+
+
+REPORTED: list[ToolEvent] = [
+    ProgressEvent(1, 3, "one"),
+    LogEvent("info", {"step": [1]}, "report"),
+    ProgressEvent(3, 3),
+]
+
+
+@dataclass
+class Streamed:
+    """What a streamed run's consumer saw, in one order: on_stream's events and the SDK's."""
+
+    seen: list[object] = field(default_factory=list[object])
+    payloads: list[RegistryToolStreamEvent] = field(default_factory=list[RegistryToolStreamEvent])
+
+    def on_stream(self, payload: RegistryToolStreamEvent) -> None:
+        self.payloads.append(payload)
+        self.seen.append(payload["event"])
+
+    async def consume(self, streamed: Any) -> None:
+        async for event in streamed.stream_events():
+            if isinstance(event, RunItemStreamEvent) and event.name == "tool_output":
+                self.seen.append("tool_output")
+
+
+def registry_of(*tools: Any) -> tuple[ToolRegistry, list[tuple[str, ToolResult]]]:
+    registry = ToolRegistry()
+    published: list[tuple[str, ToolResult]] = []
+    for tool in tools:
+        registry.register(tool)
+    registry.on_result(lambda exec, result: published.append((exec.call_id, result)))
+    return registry, published
+
+
+async def test_a_streamed_run_hands_on_stream_every_event_before_the_tool_output() -> None:
+    registry, _ = registry_of(report)
+    stream = Streamed()
+    model = ScriptModel([call("report", '{"text": "x"}', "call_1")], [say("done")])
+    tools = function_tools(registry, on_stream=stream.on_stream)
+    streamed = Runner.run_streamed(Agent(name="a", model=model, tools=tools), "go")
+    await stream.consume(streamed)
+
+    assert stream.seen == [*REPORTED, "tool_output"]
+    for payload in stream.payloads:
+        assert payload["execution"].call_id == "call_1"
+        assert payload["execution"].name == "report"
+        assert payload["context"].tool_call_id == "call_1"
+        assert payload["tool_call"] is not None
+        assert payload["tool_call"].call_id == "call_1"
+    assert model.outputs(1) == [{"call_id": "call_1", "output": "reported"}]
+
+
+async def test_an_async_callback_is_awaited_before_the_sdk_gets_the_output() -> None:
+    registry, published = registry_of(report)
+    entered = anyio.Event()
+    release = anyio.Event()
+    handed: list[ToolEvent] = []
+
+    async def on_stream(payload: RegistryToolStreamEvent) -> None:
+        handed.append(payload["event"])
+        if len(handed) == 3:
+            entered.set()
+            await release.wait()  # a slow consumer, say a websocket
+
+    model = ScriptModel([call("report", '{"text": "x"}', "call_1")], [say("done")])
+    tools = function_tools(registry, on_stream=on_stream)
+    run = asyncio.create_task(Runner.run(Agent(name="a", model=model, tools=tools), "go"))
+    await entered.wait()
+    await anyio.wait_all_tasks_blocked()
+    assert len(published) == 1  # the registry is done with the call...
+    assert len(model.inputs) == 1  # ...and the SDK has not had its output yet
+    release.set()
+    assert (await run).final_output == "done"
+    assert handed == REPORTED
+
+
+async def test_a_sync_body_and_a_nested_call_report_through_on_stream() -> None:
+    @define_tool(name="count", description="Counts in a worker thread, then calls report.")
+    def count(args: TextArgs, exec: ToolRunContext) -> str:
+        for step in range(50):
+            exec.progress(step, 50)
+        anyio.from_thread.run(
+            registry.execute,
+            nested_input(exec, call_id="inner_1", name="report", arguments={"text": "y"}),
+        )
+        return "counted"
+
+    registry, _ = registry_of(count, report)
+    stream = Streamed()
+    model = ScriptModel([call("count", '{"text": "x"}', "call_1")], [say("done")])
+    tools = function_tools(registry, on_stream=stream.on_stream)
+    await stream.consume(Runner.run_streamed(Agent(name="a", model=model, tools=tools), "go"))
+
+    assert stream.seen == [*(ProgressEvent(s, 50) for s in range(50)), *REPORTED, "tool_output"]
+    reporters = [(p["execution"].call_id, p["execution"].name) for p in stream.payloads]
+    assert reporters == [("call_1", "count")] * 50 + [("inner_1", "report")] * 3
+    assert {p["context"].tool_call_id for p in stream.payloads} == {"call_1"}
+
+
+async def test_a_raising_callback_is_contained_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry, _ = registry_of(report)
+
+    def on_stream(payload: RegistryToolStreamEvent) -> None:
+        raise RuntimeError("the websocket is gone")
+
+    model = ScriptModel([call("report", '{"text": "x"}', "call_1")], [say("done")])
+    tools = function_tools(registry, on_stream=on_stream)
+    assert (await Runner.run(Agent(name="a", model=model, tools=tools), "go")).final_output == (
+        "done"
+    )
+    assert model.outputs(1) == [{"call_id": "call_1", "output": "reported"}]
+    (logged,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert logged.getMessage().startswith("delivering tool 'report''s ProgressEvent")
+
+
+@pytest.mark.parametrize("kind", ["async", "thread"])
+async def test_a_cancelled_streamed_run_with_on_stream_still_gives_one_result(kind: str) -> None:
+    if kind == "async":
+
+        @define_tool(name="work", description="Reports, then waits for its signal.")
+        async def work(args: TextArgs, exec: ToolRunContext) -> str:
+            exec.progress(1, 10)
+            await exec.signal.wait()
+            exec.progress(2, 10, "stopping")
+            return "stopped"
+
+    else:
+
+        @define_tool(name="work", description="Reports, then polls its signal.")
+        def work(args: TextArgs, exec: ToolRunContext) -> str:
+            exec.progress(1, 10)
+            while not exec.signal.wait_sync(0.01):
+                pass
+            exec.progress(2, 10, "stopping")
+            return "stopped"
+
+    registry, published = registry_of(work)
+    stream = Streamed()
+    first = anyio.Event()
+
+    def on_stream(payload: RegistryToolStreamEvent) -> None:
+        stream.on_stream(payload)
+        first.set()
+
+    model = ScriptModel([call("work", '{"text": "x"}', "call_1")], [say("never sent")])
+    tools = function_tools(registry, on_stream=on_stream)
+    streamed = Runner.run_streamed(Agent(name="a", model=model, tools=tools), "go")
+    consumer = asyncio.create_task(stream.consume(streamed))
+    await first.wait()
+    streamed.cancel()
+    await consumer
+    await registry.wait_idle()
+
+    ((call_id, result),) = published
+    assert (call_id, getattr(result, "code", None)) == ("call_1", TOOL_ABORTED)
+    # What the body reported before the stop reached the callback; no output reached the SDK.
+    assert stream.seen[0] == ProgressEvent(1, 10)
+    assert "tool_output" not in stream.seen
+    assert len(model.inputs) == 1
+
+
+# -- the caller's own host ------------------------------------------------------------------
+
+
+async def test_a_host_factory_gets_each_calls_tool_context_and_answers_sample() -> None:
+    sampled: list[tuple[str, SamplingRequest]] = []
+    progress: list[tuple[str, ToolEvent]] = []
+
+    async def sample(exec: ToolExecution, request: SamplingRequest, signal: AbortSignal) -> Sampled:
+        sampled.append((exec.call_id, request))
+        return Sampled(content=[{"type": "text", "text": "a haiku"}], model="host-model")
+
+    def host(ctx: ToolContext[Any]) -> ToolHost:
+        def seen(exec: ToolExecution, event: ToolEvent) -> None:
+            progress.append((ctx.tool_call_id, event))
+
+        return ToolHost(on_progress=seen, sample=sample)
+
+    @define_tool(name="poet", description="Asks the caller's model.")
+    async def poet(args: TextArgs, exec: ToolRunContext) -> str:
+        exec.progress(0, 1, "asking")
+        return str(await exec.sample(args["text"], max_tokens=50))
+
+    registry, _ = registry_of(poet)
+    stream = Streamed()
+    model = ScriptModel([call("poet", '{"text": "write"}', "call_1")], [say("done")])
+    tools = function_tools(registry, on_stream=stream.on_stream, host=host)
+    await Runner.run(Agent(name="a", model=model, tools=tools), "go")
+
+    assert model.outputs(1) == [{"call_id": "call_1", "output": "a haiku"}]
+    assert progress == [("call_1", ProgressEvent(0, 1, "asking"))]
+    assert stream.seen == [ProgressEvent(0, 1, "asking")]  # both saw it
+    assert [(call_id, request.max_tokens) for call_id, request in sampled] == [("call_1", 50)]
+
+
+async def test_without_on_stream_the_host_alone_sees_the_events() -> None:
+    registry, _ = registry_of(report)
+    seen: list[ToolEvent] = []
+
+    def sink(exec: ToolExecution, event: ToolEvent) -> None:
+        seen.append(event)
+
+    model = ScriptModel([call("report", '{"text": "x"}', "call_1")], [say("done")])
+    tools = function_tools(registry, host=ToolHost(on_progress=sink, on_log=sink))
+    await Runner.run(Agent(name="a", model=model, tools=tools), "go")
+    assert seen == REPORTED
+
+
+def test_on_stream_and_host_are_checked() -> None:
+    registry = ToolRegistry()
+    with pytest.raises(TypeError, match=r"^on_stream must be callable or None, got str$"):
+        function_tools(registry, on_stream="print")  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError,
+        match=r"^host must be a ToolHost, a callable making one per call, or None, got dict$",
+    ):
+        function_tools(registry, host={})  # type: ignore[arg-type]

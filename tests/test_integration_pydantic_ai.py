@@ -12,12 +12,13 @@ pydantic-ai has gained trio support and this module's `anyio_backend` should cov
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import anyio.from_thread
@@ -30,7 +31,12 @@ from pydantic_ai import (
     UnexpectedModelBehavior,
     capture_run_messages,
 )
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.external_events import resolve_external_event, wait_for_external_event
 from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -38,25 +44,39 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
 from typing_extensions import TypedDict
 
 from toolseam import (
+    CAPABILITY_UNAVAILABLE,
     INVALID_ARGS,
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
     TOOL_TIMEOUT,
     AbortSignal,
+    ElicitationRequest,
+    Elicited,
+    LogEvent,
+    ProgressEvent,
     ToolError,
+    ToolEvent,
     ToolExecution,
+    ToolHost,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
     ToolSuccess,
     define_tool,
+    nested_input,
 )
-from toolseam.integrations.pydantic_ai import CODE_METADATA_KEY, RegistryToolset
+from toolseam.integrations.pydantic_ai import (
+    CODE_METADATA_KEY,
+    RegistryToolset,
+    ToolLogEvent,
+    ToolProgressEvent,
+)
 
 GUARD = 15  # seconds: a guard against a hang only; every ordering below is decided by events
 
@@ -103,7 +123,24 @@ class Script:
             self.tools.append([tool.name for tool in info.function_tools])
             return self.turns[len(self.seen) - 1](messages, info)
 
-        return FunctionModel(respond)
+        # Streamed too (an event_stream_handler streams each model request): the same turns,
+        # each in one chunk.
+        async def stream(
+            messages: list[ModelMessage], info: AgentInfo
+        ) -> AsyncIterator[str | DeltaToolCalls]:
+            response = await respond(messages, info)
+            calls: DeltaToolCalls = {}
+            for index, part in enumerate(response.parts):
+                if isinstance(part, TextPart):
+                    yield part.content
+                elif isinstance(part, ToolCallPart):
+                    calls[index] = DeltaToolCall(
+                        part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id
+                    )
+            if calls:
+                yield calls
+
+        return FunctionModel(respond, stream_function=stream)
 
     def returns(self, turn: int) -> list[ToolReturnPart]:
         """The tool returns the model was sent in (0-based) request ``turn``."""
@@ -663,6 +700,454 @@ class TestTimeouts:
         assert bodies.events == ["slow started", "slow asked to stop"]
         assert bodies.running == 0
         assert published.codes() == [TOOL_TIMEOUT]
+
+
+# -- progress and logs, into the run's own event stream ---------------------------------------
+
+
+@define_tool(name="report", description="Reports progress and logs.", is_concurrency_safe=parallel)
+async def report(args: NoArgs, exec: ToolRunContext) -> str:
+    exec.progress(1, 3, "one")
+    exec.log("info", {"step": [1]}, logger="report")
+    exec.progress(3, 3)
+    return "reported"
+
+
+def progress_event(
+    value: float,
+    total: float | None = None,
+    message: str | None = None,
+    *,
+    call_id: str = "call_1",
+    tool: str = "report",
+    outer: tuple[str, str] = ("call_1", "report"),
+) -> ToolProgressEvent:
+    """The event pydantic-ai streams for one ``exec.progress`` (``outer``: its tool call)."""
+    return ToolProgressEvent(
+        progress=value,
+        total=total,
+        message=message,
+        call_id=call_id,
+        tool=tool,
+        tool_call_id=outer[0],
+        tool_name=outer[1],
+    )
+
+
+REPORT_LOG = ToolLogEvent(
+    level="info",
+    value={"step": [1]},
+    logger="report",
+    call_id="call_1",
+    tool="report",
+    tool_call_id="call_1",
+    tool_name="report",
+)
+
+
+@dataclass
+class Stream:
+    """An ``event_stream_handler`` that keeps what the run streamed."""
+
+    events: list[AgentStreamEvent] = field(default_factory=list[AgentStreamEvent])
+    saw_progress: anyio.Event = field(default_factory=anyio.Event)
+
+    async def __call__(
+        self, ctx: RunContext[None], events: AsyncIterable[AgentStreamEvent]
+    ) -> None:
+        async for event in events:
+            self.events.append(event)
+            if isinstance(event, ToolProgressEvent):
+                self.saw_progress.set()
+
+    def of_call(self, call_id: str) -> list[object]:
+        """What the stream told of one tool call: its start, its events, its result."""
+        told: list[object] = []
+        for event in self.events:
+            if isinstance(event, FunctionToolCallEvent) and event.tool_call_id == call_id:
+                told.append("call")
+            elif isinstance(event, FunctionToolResultEvent) and event.tool_call_id == call_id:
+                told.append("result")
+            elif (
+                isinstance(event, ToolProgressEvent | ToolLogEvent)
+                and event.tool_call_id == call_id
+            ):
+                told.append(event)
+        return told
+
+
+@dataclass
+class Sink:
+    """A caller's own progress and log consumer."""
+
+    events: list[tuple[str, ToolEvent]] = field(default_factory=list[tuple[str, ToolEvent]])
+
+    def __call__(self, exec: ToolExecution, event: ToolEvent) -> None:
+        self.events.append((exec.call_id, event))
+
+
+class TestProgressAndLogs:
+    async def test_they_reach_the_run_stream_in_order_before_the_result(
+        self, registry: ToolRegistry
+    ) -> None:
+        registry.register(report)
+        stream = Stream()
+        script = Script([calls(("report", {}, "call_1")), answer()])
+        await agent_for(script, RegistryToolset(registry)).run("go", event_stream_handler=stream)
+
+        assert stream.of_call("call_1") == [
+            "call",
+            progress_event(1, 3, "one"),
+            REPORT_LOG,
+            progress_event(3, 3),
+            "result",
+        ]
+        (returned,) = script.returns(1)
+        assert returned.content == "reported"  # nothing of it reached the model
+
+    async def test_run_stream_events_and_the_event_families(self, registry: ToolRegistry) -> None:
+        registry.register(report)
+        script = Script([calls(("report", {}, "call_1")), answer()])
+        agent = agent_for(script, RegistryToolset(registry))
+        async with agent.run_stream_events("go") as events:
+            ours = [e async for e in events if isinstance(e, ToolProgressEvent | ToolLogEvent)]
+
+        assert ours == [progress_event(1, 3, "one"), REPORT_LOG, progress_event(3, 3)]
+        assert (ours[0].name, ours[1].name) == ("toolseam.progress", "toolseam.log")
+        assert ToolProgressEvent.ui  # the UI adapters forward progress...
+        assert not ToolLogEvent.ui  # ...and keep logs on the server
+
+    async def test_progress_reaches_the_stream_while_the_call_runs(
+        self, registry: ToolRegistry
+    ) -> None:
+        stream = Stream()
+
+        @define_tool(name="long", description="Waits until its progress was seen.")
+        async def long(args: NoArgs, exec: ToolRunContext) -> str:
+            exec.progress(1, 2)
+            await stream.saw_progress.wait()  # a stream that waited for the result hangs here
+            exec.progress(2, 2)
+            return "done"
+
+        registry.register(long)
+        script = Script([calls(("long", {}, "call_1")), answer()])
+        await agent_for(script, RegistryToolset(registry)).run("go", event_stream_handler=stream)
+
+        told = stream.of_call("call_1")
+        assert [getattr(event, "progress", event) for event in told] == [
+            "call",
+            1,
+            2,
+            "result",
+        ]
+
+    async def test_a_sync_body_reports_from_its_thread(self, registry: ToolRegistry) -> None:
+        threads: list[int] = []
+
+        @define_tool(name="count", description="Counts in a worker thread.")
+        def count(args: NoArgs, exec: ToolRunContext) -> str:
+            threads.append(threading.get_ident())
+            for step in range(50):
+                exec.progress(step, 50)
+            exec.log("debug", "counted")
+            return "counted"
+
+        registry.register(count)
+        stream = Stream()
+        script = Script([calls(("count", {}, "call_1")), answer()])
+        await agent_for(script, RegistryToolset(registry)).run("go", event_stream_handler=stream)
+
+        assert threads[0] != threading.get_ident()
+        told = stream.of_call("call_1")
+        assert told[0] == "call"
+        assert told[-1] == "result"
+        assert told[1:-1] == [
+            *(
+                progress_event(step, 50, tool="count", outer=("call_1", "count"))
+                for step in range(50)
+            ),
+            ToolLogEvent(
+                level="debug",
+                value="counted",
+                call_id="call_1",
+                tool="count",
+                tool_call_id="call_1",
+                tool_name="count",
+            ),
+        ]
+
+    async def test_a_nested_call_reports_under_the_outer_tool_call(
+        self, registry: ToolRegistry
+    ) -> None:
+        @define_tool(name="outer", description="Calls report.")
+        async def outer(args: NoArgs, exec: ToolRunContext) -> str:
+            exec.progress(0, 1)
+            await registry.execute(
+                nested_input(exec, call_id="inner_1", name="report", arguments={})
+            )
+            exec.progress(1, 1)
+            return "outer"
+
+        registry.register(outer)
+        registry.register(report)
+        stream = Stream()
+        script = Script([calls(("outer", {}, "call_1")), answer()])
+        await agent_for(script, RegistryToolset(registry)).run("go", event_stream_handler=stream)
+
+        here = ("call_1", "outer")
+        assert stream.of_call("call_1") == [
+            "call",
+            progress_event(0, 1, call_id="call_1", tool="outer", outer=here),
+            progress_event(1, 3, "one", call_id="inner_1", outer=here),
+            ToolLogEvent(
+                level="info",
+                value={"step": [1]},
+                logger="report",
+                call_id="inner_1",
+                tool="report",
+                tool_call_id="call_1",
+                tool_name="outer",
+            ),
+            progress_event(3, 3, call_id="inner_1", outer=here),
+            progress_event(1, 1, call_id="call_1", tool="outer", outer=here),
+            "result",
+        ]
+
+    async def test_parallel_calls_each_report_under_their_own_tool_call(
+        self, registry: ToolRegistry
+    ) -> None:
+        registry.register(report)
+        stream = Stream()
+        script = Script([calls(("report", {}, "call_1"), ("report", {}, "call_2")), answer()])
+        await agent_for(script, RegistryToolset(registry)).run("go", event_stream_handler=stream)
+
+        for call_id in ("call_1", "call_2"):
+            told = stream.of_call(call_id)
+            assert [type(event).__name__ for event in told] == [
+                "str",
+                "ToolProgressEvent",
+                "ToolLogEvent",
+                "ToolProgressEvent",
+                "str",
+            ]
+            assert {getattr(event, "call_id", call_id) for event in told} == {call_id}
+
+
+class TestTheCallersHost:
+    async def test_a_host_factory_gets_each_calls_context_and_sees_the_events(
+        self, registry: ToolRegistry
+    ) -> None:
+        registry.register(report)
+        sink = Sink()
+        contexts: list[RunContext[Any]] = []
+
+        def host(ctx: RunContext[Any]) -> ToolHost:
+            contexts.append(ctx)
+            return ToolHost(on_progress=sink, on_log=sink)
+
+        stream = Stream()
+        script = Script([calls(("report", {}, "call_1")), answer()])
+        toolset = RegistryToolset(registry, host=host)
+        await agent_for(script, toolset).run("go", event_stream_handler=stream)
+
+        assert [ctx.tool_call_id for ctx in contexts] == ["call_1"]
+        assert sink.events == [
+            ("call_1", ProgressEvent(1, 3, "one")),
+            ("call_1", LogEvent("info", {"step": [1]}, "report")),
+            ("call_1", ProgressEvent(3, 3)),
+        ]
+        assert len(stream.of_call("call_1")) == 5  # the run's stream still has all three
+
+    async def test_the_hosts_elicit_answers_the_body(self, registry: ToolRegistry) -> None:
+        asked: list[tuple[str, ElicitationRequest]] = []
+
+        async def elicit(
+            exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+        ) -> Elicited[Any]:
+            asked.append((exec.call_id, request))
+            return Elicited("accept", {"name": "Ada"})
+
+        class Person(TypedDict):
+            name: str
+
+        @define_tool(name="greet", description="Asks the user's name.")
+        async def greet(args: NoArgs, exec: ToolRunContext) -> str:
+            answer = await exec.elicit("Your name?", Person)
+            assert answer.content is not None
+            return f"hello {answer.content['name']}"
+
+        registry.register(greet)
+        script = Script([calls(("greet", {}, "call_1")), answer()])
+        toolset = RegistryToolset(registry, host=ToolHost(elicit=elicit))
+        await agent_for(script, toolset).run("go")
+
+        assert script.returns(1)[0].content == "hello Ada"
+        assert [(call_id, request.message) for call_id, request in asked] == [
+            ("call_1", "Your name?")
+        ]
+
+    async def test_without_a_host_elicit_is_unavailable(self, registry: ToolRegistry) -> None:
+        @define_tool(name="greet", description="Asks the user's name.")
+        async def greet(args: NoArgs, exec: ToolRunContext) -> str:
+            await exec.elicit("Your name?", {"type": "object", "properties": {}})
+            return "unreachable"
+
+        registry.register(greet)
+        script = Script([calls(("greet", {}, "call_1")), answer()])
+        await agent_for(script, RegistryToolset(registry)).run("go")
+
+        (returned,) = script.returns(1)
+        assert returned.metadata == {CODE_METADATA_KEY: CAPABILITY_UNAVAILABLE}
+        assert returned.content == (
+            'Error: tool "greet": elicitation is not available: the caller of this call offers '
+            "none (ToolHost.elicit is not set)"
+        )
+
+    @pytest.mark.parametrize("stop", ["run stopped", "deadline"])
+    async def test_an_elicit_on_wait_for_external_event_is_withdrawn_by_a_stop(
+        self, registry: ToolRegistry, published: Published, stop: str
+    ) -> None:
+        """What the docs show composing: pydantic-ai's external events as a host's elicit.
+
+        A stopped run cancels the wait with the call; a deadline aborts the call's signal,
+        and the host withdraws the wait itself.
+        """
+        tokens: list[str] = []
+        asked = anyio.Event()
+
+        async def elicit(
+            exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+        ) -> Elicited[Any]:
+            async def ask(token: str) -> None:
+                tokens.append(token)
+                asked.set()
+
+            answer: Any = None
+            async with anyio.create_task_group() as group:
+
+                async def withdraw() -> None:
+                    await signal.wait()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(withdraw)
+                answer = await wait_for_external_event("confirm", ask=ask)
+                group.cancel_scope.cancel()
+            return Elicited("cancel") if answer is None else Elicited("accept", answer)
+
+        timeout = 0.01 if stop == "deadline" else None
+
+        @define_tool(name="confirm", description="Asks the user.", timeout=timeout)
+        async def confirm(args: NoArgs, exec: ToolRunContext) -> str:
+            return str(await exec.elicit("Sure?", {"type": "object", "properties": {}}))
+
+        registry.register(confirm)
+        script = Script([calls(("confirm", {}, "call_1")), answer("gave up")])
+        agent = agent_for(script, RegistryToolset(registry, host=ToolHost(elicit=elicit)))
+        if stop == "run stopped":
+            history = await run_then_stop(agent, "token", asked.wait)
+            assert published.by_call() == {"call_1": TOOL_ABORTED}
+            interrupted_turn(history, ["call_1"])
+        else:
+            assert (await agent.run("go")).output == "gave up"
+            assert published.by_call() == {"call_1": TOOL_TIMEOUT}
+        with pytest.raises(UserError, match="No wait in this process has this token"):
+            resolve_external_event(tokens[0], {"too": "late"})
+
+    def test_a_host_that_is_neither_a_tool_host_nor_callable_is_refused(self) -> None:
+        with pytest.raises(
+            TypeError,
+            match=r"^host must be a ToolHost, a callable making one per call, or None, got int$",
+        ):
+            RegistryToolset(ToolRegistry(), host=3)  # type: ignore[arg-type]
+
+    async def test_a_factory_that_returns_no_host_fails_the_tool_call_before_the_registry(
+        self, registry: ToolRegistry, published: Published
+    ) -> None:
+        registry.register(report)
+        script = Script([calls(("report", {}, "call_1")), answer()])
+        toolset = RegistryToolset(registry, host=lambda ctx: "host")  # type: ignore[arg-type,return-value]
+        with pytest.raises(
+            TypeError, match=r"^the host factory must return a ToolHost or None, got str$"
+        ):
+            await agent_for(script, toolset).run("go")
+        assert published.results == []
+
+
+class TestProgressAndTheStop:
+    @pytest.mark.parametrize("kind", ["async", "thread"])
+    async def test_a_stopped_run_streamed_what_came_before_and_publishes_one_result_per_call(
+        self, registry: ToolRegistry, published: Published, kind: str
+    ) -> None:
+        if kind == "async":
+
+            @define_tool(
+                name="work", description="Reports, then waits.", is_concurrency_safe=parallel
+            )
+            async def work(args: NoArgs, exec: ToolRunContext) -> str:
+                exec.progress(1, 10, "started")
+                await exec.signal.wait()
+                return "stopped"
+
+        else:
+
+            @define_tool(
+                name="work", description="Reports, then polls.", is_concurrency_safe=parallel
+            )
+            def work(args: NoArgs, exec: ToolRunContext) -> str:
+                exec.progress(1, 10, "started")
+                while not exec.signal.wait_sync(0.01):
+                    pass
+                return "stopped"
+
+        registry.register(work)
+        stream = Stream()
+        script = Script([calls(("work", {}, "call_1"), ("work", {}, "call_2")), answer()])
+        agent = agent_for(script, RegistryToolset(registry))
+        token = CancellationToken()
+
+        async def stop() -> None:
+            await stream.saw_progress.wait()
+            while len(stream.of_call("call_1")) + len(stream.of_call("call_2")) < 4:
+                await anyio.wait_all_tasks_blocked()  # both calls' progress streamed
+            token.cancel()
+
+        async def run() -> None:
+            with pytest.raises(RunCancelled):
+                await agent.run("go", cancellation_token=token, event_stream_handler=stream)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(stop)
+            group.start_soon(run)
+
+        assert published.by_call() == {"call_1": TOOL_ABORTED, "call_2": TOOL_ABORTED}
+        for call_id in ("call_1", "call_2"):
+            assert stream.of_call(call_id) == [
+                "call",
+                progress_event(
+                    1, 10, "started", call_id=call_id, tool="work", outer=(call_id, "work")
+                ),
+            ]
+
+    async def test_a_stream_that_refuses_is_contained_and_logged_once(
+        self, registry: ToolRegistry, published: Published, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """``ctx.emit`` needs an agent run; the toolset called outside one still answers."""
+        registry.register(report)
+        sink = Sink()
+        toolset = RegistryToolset(registry, host=ToolHost(on_progress=sink, on_log=sink))
+        ctx = RunContext[Any](deps=None, model=TestModel(), usage=RunUsage(), tool_call_id="call_1")
+        tools = await toolset.get_tools(ctx)
+
+        assert await toolset.call_tool("report", {}, ctx, tools["report"]) == "reported"
+        assert published.codes() == [None]
+        assert len(sink.events) == 3  # the caller's own host saw every event
+        (logged,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert logged.getMessage() == (
+            "delivering tool 'report''s ProgressEvent to the framework raised; contained "
+            "(later failures of this call are not logged)"
+        )
+        assert isinstance(logged.exc_info, tuple)
+        assert "only available during an agent run" in str(logged.exc_info[1])
 
 
 def test_pydantic_ai_still_cannot_run_on_trio() -> None:

@@ -27,8 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser(
         "demo",
         help="run a scripted scenario of tool calls and print each call's timeline",
-        description="Run eight scripted tool calls against one registry and print, per call, "
-        "the stages it entered, where the abort landed, and the final result code.",
+        description="Run nine scripted tool calls against one registry and print, per call, "
+        "the stages it entered, where the abort landed, its progress, and the final result "
+        "code.",
     )
     demo.add_argument(
         "--backend",

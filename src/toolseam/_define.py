@@ -206,6 +206,7 @@ class DefinedTool(Generic[A, R]):
         "_description",
         "_errors",
         "_finalize",
+        "_idempotent",
         "_is_async",
         "_is_concurrency_safe",
         "_name",
@@ -233,10 +234,12 @@ class DefinedTool(Generic[A, R]):
         is_concurrency_safe: Callable[[Any], object] | None,
         finalize_content: Finalize | None,
         render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None,
+        idempotent: bool = False,
     ) -> None:
         self._name = name
         self._description = description
         self._timeout = timeout
+        self._idempotent = idempotent
         self._body = body
         self._is_async = is_async
         self._args_adapter = args_adapter
@@ -283,6 +286,11 @@ class DefinedTool(Generic[A, R]):
     def timeout(self) -> float | None:
         """Seconds the timeout policy allows, or ``None``."""
         return self._timeout
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether running a call twice does no more than running it once (the option)."""
+        return self._idempotent
 
     def parse_arguments(self, arguments: JsonValue, /) -> A:
         """Validate the frozen arguments against the first parameter's annotation.
@@ -446,6 +454,7 @@ class ToolDecorator(Generic[OptionArgsT]):
     __slots__ = (
         "_description",
         "_finalize",
+        "_idempotent",
         "_is_concurrency_safe",
         "_name",
         "_render",
@@ -461,10 +470,12 @@ class ToolDecorator(Generic[OptionArgsT]):
         is_concurrency_safe: Callable[[OptionArgsT], bool] | None,
         finalize_content: Finalize | None,
         render: Callable[[OptionArgsT, JsonValue], Sequence[ContentBlock]] | None,
+        idempotent: bool = False,
     ) -> None:
         self._name = name
         self._description = description
         self._timeout = timeout
+        self._idempotent = idempotent
         self._is_concurrency_safe = is_concurrency_safe
         self._finalize = finalize_content
         self._render = render
@@ -577,6 +588,7 @@ class ToolDecorator(Generic[OptionArgsT]):
             is_concurrency_safe=self._is_concurrency_safe,
             finalize_content=self._finalize,
             render=self._render,
+            idempotent=self._idempotent,
         )
 
 
@@ -589,6 +601,7 @@ def define_tool(
     is_concurrency_safe: Callable[[object], bool] | None = None,
     finalize_content: Finalize | None = None,
     render: Callable[[object, JsonValue], Sequence[ContentBlock]] | None = None,
+    idempotent: bool = False,
 ) -> ToolDecorator: ...
 
 
@@ -601,6 +614,7 @@ def define_tool(
     is_concurrency_safe: Callable[[A], bool] | None = None,
     finalize_content: Finalize | None = None,
     render: Callable[[A, JsonValue], Sequence[ContentBlock]] | None = None,
+    idempotent: bool = False,
 ) -> ToolDecorator[A]: ...
 
 
@@ -614,6 +628,7 @@ def define_tool(
     is_concurrency_safe: Callable[[Any], bool] | None = None,
     finalize_content: Finalize | None = None,
     render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None = None,
+    idempotent: bool = False,
 ) -> ToolDecorator[Any]:
     """Define a tool from an annotated ``(args, exec)`` function, sync or async.
 
@@ -636,13 +651,19 @@ def define_tool(
             every result of this tool, cancellations included.
         render: ``(args, value) -> content`` for successful calls; default: the value as
             text (a string as is, anything else as JSON).
+        idempotent: Whether running a call twice does no more than running it once (a
+            read, or a write keyed by the call). The registry does not use it; durable
+            execution does (`toolseam.durable`): after a crash, a call whose outcome was
+            never recorded runs again only if its tool is idempotent, and otherwise ends
+            ``OUTCOME_UNKNOWN``. Default ``False``: never run twice.
 
     Returns:
         A decorator that builds the `ToolDefinition`.
 
     Raises:
-        TypeError: ``name`` is not a non-empty string, ``timeout`` is not a number, or
-            ``define_tool`` was used bare (``@define_tool`` without its options).
+        TypeError: ``name`` is not a non-empty string, ``timeout`` is not a number,
+            ``idempotent`` is not a bool, or ``define_tool`` was used bare
+            (``@define_tool`` without its options).
         ValueError: ``timeout`` is not positive and finite.
     """
     if body is not None:
@@ -667,6 +688,8 @@ def define_tool(
     ):
         if value is not None and not callable(value):
             raise TypeError(f'tool "{name}": `{option}` must be callable')
+    if type(cast("object", idempotent)) is not bool:
+        raise TypeError(f'tool "{name}": `idempotent` must be a bool, got {idempotent!r}')
     return ToolDecorator(
         name=name,
         description=given,
@@ -674,4 +697,5 @@ def define_tool(
         is_concurrency_safe=is_concurrency_safe,
         finalize_content=finalize_content,
         render=render,
+        idempotent=idempotent,
     )

@@ -11,7 +11,7 @@ from ._json import JsonValue
 from ._results import ContentBlock, ToolResult
 from ._views import ToolExecution, ToolRunContext
 
-__all__ = ["ToolDefinition", "ToolSchema", "check_timeout"]
+__all__ = ["ToolDefinition", "ToolSchema", "check_timeout", "is_idempotent"]
 
 ArgsT = TypeVar("ArgsT")
 ResultT = TypeVar("ResultT")
@@ -25,6 +25,13 @@ class ToolDefinition(Protocol[ArgsT, ResultT]):
     returned, and `render` for the model-facing content.
 
     ``ArgsT`` is the parsed arguments type, ``ResultT`` the body's return type.
+
+    Optional member: ``idempotent``, a ``bool`` attribute or property saying that running a
+    call twice does no more than running it once. It is not part of the protocol, so a
+    definition without it still type-checks and registers; it is read with a default of
+    ``False`` (`define_tool`'s ``idempotent`` option sets it). Durable execution
+    (`toolseam.durable`) reads it to decide whether a call interrupted by a crash may run
+    again.
     """
 
     @property
@@ -109,3 +116,15 @@ def check_timeout(name: str, timeout: object) -> float | None:
             f'tool "{name}": `timeout` must be a positive number of seconds, got {timeout!r}'
         )
     return float(timeout)
+
+
+def is_idempotent(definition: object) -> bool:
+    """A definition's optional ``idempotent`` member: only an exact ``True`` counts.
+
+    Absent (a hand-written definition that predates the option), anything but ``True``, or
+    raising when read: not idempotent, the safe answer (never run twice). Never raises.
+    """
+    try:
+        return getattr(definition, "idempotent", False) is True
+    except Exception:
+        return False

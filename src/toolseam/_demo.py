@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import IO, Any, Literal
 
 import anyio
+import anyio.lowlevel
 from pydantic import BaseModel, ModelWrapValidatorHandler, ValidationError, model_validator
 
 from ._approval import ApprovalAnswer, ApprovalRequest
+from ._capabilities import ProgressEvent
 from ._decisions import Ask, PostDecision, PreDecision
 from ._define import define_tool
 from ._errors import AbortError
@@ -23,7 +25,13 @@ from ._registry import ToolRegistry
 from ._results import ToolResult, ToolSuccess
 from ._signals import AbortController, AbortSignal
 from ._stages import Next
-from ._views import ToolDispatchExecution, ToolExecution, ToolExecutionInput, ToolRunContext
+from ._views import (
+    ToolDispatchExecution,
+    ToolExecution,
+    ToolExecutionInput,
+    ToolHost,
+    ToolRunContext,
+)
 
 __all__ = ["run_demo"]
 
@@ -41,7 +49,9 @@ class Scenario:
     abort_at: str | None = None
     host_cancel_at: str | None = None
     pre_aborted: bool = False
+    abort_at_progress: float | None = None
     trace: list[str] = dataclasses.field(default_factory=list[str])
+    progress: list[str] = dataclasses.field(default_factory=list[str])
     controller: AbortController = dataclasses.field(default_factory=AbortController)
     scope: anyio.CancelScope | None = None
     published: ToolResult | None = None
@@ -58,9 +68,16 @@ class Scenario:
                 self.trace.append("!host-cancel")
             self.scope.cancel()
 
+    def on_progress(self, exec: ToolExecution, event: ProgressEvent) -> None:
+        """The caller's progress sink (`ToolHost.on_progress`); may fire the abort."""
+        total = "" if event.total is None else f"/{event.total:g}"
+        self.progress.append(f"{event.progress:g}{total}")
+        if event.progress == self.abort_at_progress:
+            self.controller.abort(self.reason)
+
 
 def scenarios() -> list[Scenario]:
-    """The eight scripted calls, fresh for each run (controllers are single-use)."""
+    """The nine scripted calls, fresh for each run (controllers are single-use)."""
     return [
         Scenario("a successful call", "echo", {"text": "hello"}),
         Scenario(
@@ -96,6 +113,12 @@ def scenarios() -> list[Scenario]:
             "the host cancels the awaiting task", "slow", {"text": "h"}, host_cancel_at="body"
         ),
         Scenario("invalid arguments", "echo", {"text": 42}),
+        Scenario(
+            "a long call reports progress; stopped at 3 of 10",
+            "long",
+            {"text": "l"},
+            abort_at_progress=3,
+        ),
     ]
 
 
@@ -153,7 +176,16 @@ def build_registry(current: Callable[[], Scenario]) -> ToolRegistry:
         current().enter("body")
         return args.text
 
-    for tool in (echo, slow, blocking, cached, dangerous):
+    @define_tool(name="long", description="Ten steps, reporting progress after each.")
+    async def long(args: EchoArgs, exec: ToolRunContext) -> str:
+        current().enter("body")
+        for step in range(1, 11):
+            await anyio.lowlevel.checkpoint()  # a step of real work
+            exec.progress(step, 10, f"step {step}")
+            exec.signal.raise_if_aborted()  # stop between steps when told
+        return args.text
+
+    for tool in (echo, slow, blocking, cached, dangerous, long):
         registry.register(tool)
 
     async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
@@ -205,7 +237,7 @@ def _timeline(trace: list[str]) -> str:
 async def _run(out: IO[str]) -> None:
     current: list[Scenario] = []
     registry = build_registry(lambda: current[-1])
-    out.write("toolseam demo: eight calls, one registry\n")
+    out.write(f"toolseam demo: {len(scenarios())} calls, one registry\n")
     out.write("-" * WIDTH + "\n")
     for number, scenario in enumerate(scenarios(), start=1):
         current.append(scenario)
@@ -224,6 +256,8 @@ async def _run(out: IO[str]) -> None:
             name=scenario.tool,
             arguments=scenario.arguments,
             signal=scenario.controller.signal,
+            # What the caller offers the body beyond the signal: here, a progress sink.
+            host=ToolHost(on_progress=scenario.on_progress),
         )
         returned: ToolResult | None = None
         with anyio.CancelScope() as scope:
@@ -237,6 +271,8 @@ async def _run(out: IO[str]) -> None:
             detail = f"{_code(published)}: {published.error.message}"
         out.write(f"{number}. {scenario.title}\n")
         out.write(f"   {_timeline(scenario.trace)}\n")
+        if scenario.progress:
+            out.write(_clip(f"   progress {' '.join(scenario.progress)}") + "\n")
         out.write(_clip(f"   => {detail}") + "\n")
         if returned is not None:
             assert returned is published, "execute() returns the published result"
@@ -257,10 +293,12 @@ Legend
   ABORTED_BEFORE_DISPATCH  cancellation stopped the call before its body
   INVALID_ARGS             the body call validates its arguments first
                            (body: args rejected): invoked, yet never ran
+  progress 1/10 ...        exec.progress() events, as the caller's ToolHost
+                           received them (the stop came from that sink)
 Why post runs where it runs: every call that reached the stages goes through
 post-execute, cancelled ones too, so its listeners can attach context (3-6,
-8). A pre-aborted call (2) skips every stage; a host cancellation (7) publishes
-its one result at once and lets the cancellation go on.
+8, 9). A pre-aborted call (2) skips every stage; a host cancellation (7)
+publishes its one result at once and lets the cancellation go on.
 """
 
 

@@ -17,11 +17,17 @@ from ._driver import Call as Call
 from ._driver import Capability as Capability
 from ._driver import Driver as Driver
 from ._driver import Listen as Listen
+from ._driver import ListenerScript as ListenerScript
+from ._driver import ObserverScript as ObserverScript
 from ._driver import Outcome as Outcome
 from ._driver import Scenario as Scenario
 from ._driver import Status as Status
 from ._driver import Stop as Stop
 from ._driver import WrapperScript as WrapperScript
+from ._reach import ElicitationScript as ElicitationScript
+from ._reach import ProgressSink as ProgressSink
+from ._reach import Reach as Reach
+from ._reach import Reaching as Reaching
 from ._runner import ClauseResult as ClauseResult
 from ._runner import Report as Report
 from ._runner import Verdict as Verdict
@@ -43,8 +49,14 @@ __all__ = (
     "ClauseResult",
     "Driver",
     "DriverUnavailable",
+    "ElicitationScript",
     "Listen",
+    "ListenerScript",
+    "ObserverScript",
     "Outcome",
+    "ProgressSink",
+    "Reach",
+    "Reaching",
     "Report",
     "Scenario",
     "ScriptedTool",

@@ -13,7 +13,7 @@ import anyio
 
 from ._clauses import CLAUSES, Clause
 from ._driver import Driver
-from ._kit import Failed, Kit
+from ._kit import Failed, Kit, Skipped
 
 __all__ = ["ClauseResult", "Report", "Verdict", "clause_ids", "run_clauses"]
 
@@ -96,7 +96,11 @@ async def run_clause(driver: Driver, clause: Clause) -> ClauseResult:
     missing = [c for c in clause.requires if c not in driver.capabilities]
     if missing:
         needs = ", ".join(f"`{c}`" for c in missing)
-        return _result(clause, "skip", f"needs {needs}, which the driver does not offer")
+        # Optional: a driver may say why its registry lacks a capability.
+        lacking: Mapping[str, str] = getattr(driver, "lacking", None) or {}
+        why = "; ".join(lacking[c] for c in missing if c in lacking)
+        why = f": {why}" if why else ""
+        return _result(clause, "skip", f"needs {needs}, which the driver does not offer{why}")
     status: Verdict = "pass"
     detail = ""
     stuck: list[str] = []
@@ -106,6 +110,8 @@ async def run_clause(driver: Driver, clause: Clause) -> ClauseResult:
             detail = await clause.check(kit)
         except Failed as failure:
             status, detail = "fail", str(failure)
+        except Skipped as reason:
+            status, detail = "skip", str(reason)
         except Exception as error:
             status, detail = "fail", f"the kit could not run the clause: {error!r}"
         stuck = await kit.settle()

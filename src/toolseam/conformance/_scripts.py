@@ -1,26 +1,59 @@
-"""The scripted tools: bodies whose every step the probe sees (contract §11).
+"""The scripted tools and stages: bodies and listeners whose every step the probe sees (§11).
 
-Each body takes ``{"key": ...}`` and reports under that key. What a body does once it is
-told to stop is its *behaviour*; how it is told is the registry's business (`Listen`). Every
-async body that is torn down by task cancellation does what a careful body does: it records
-that, finishes its cleanup inside a shielded scope (at the ``cleanup`` gate) and re-raises.
+Each body takes ``{"key": ...}`` and reports under that key; a scripted stage (approver,
+wrapper, listener) reports under ``<call id>@<stage>``. What a body does once it is told to
+stop is its *behaviour*; how it is told is the registry's business (`Listen`). Every async
+body or stage that is torn down by task cancellation does what a careful one does: it
+records that, finishes its cleanup inside a shielded scope (at the ``cleanup`` gate) and
+re-raises.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Final, Literal, TypeAlias, final
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias, final
 
 import anyio
 
-from ._driver import Call, Listen
+from ._driver import Call, Listen, WrapperScript
 from ._probe import Probe
 
-__all__ = ["PARAMETERS", "Behaviour", "ScriptedTool", "done"]
+if TYPE_CHECKING:
+    from ._reach import Reach, Reaching
+
+__all__ = [
+    "PARAMETERS",
+    "Behaviour",
+    "ScriptedTool",
+    "StageBehaviour",
+    "done",
+    "listener",
+    "scripted",
+    "wait_told",
+    "wrapper",
+]
+
+StageBehaviour: TypeAlias = Literal["pass", "hold", "ignore"]
+"""A scripted listener: ``pass`` goes on at once; ``hold`` waits until told, cleans up (at
+its ``cleanup`` gate) and goes on; ``ignore`` waits until told and works on regardless (at
+its ``work`` gate)."""
 
 Behaviour: TypeAlias = Literal[
-    "ok", "fail", "hold", "ignore", "fail_when_told", "slow", "nest_hold", "nest_ok"
+    "ok",
+    "fail",
+    "hold",
+    "ignore",
+    "fail_when_told",
+    "slow",
+    "nest_hold",
+    "nest_ok",
+    # What a body reaches (`_reaching`): progress, an elicitation, a process.
+    "progress",
+    "progress_late",
+    "elicit",
+    "process",
 ]
 
 PARAMETERS: Final[Mapping[str, object]] = {
@@ -30,6 +63,13 @@ PARAMETERS: Final[Mapping[str, object]] = {
     "additionalProperties": False,
 }
 """The JSON schema of every scripted tool's arguments."""
+
+_REACHES: Final[Mapping[Behaviour, frozenset[Reaching]]] = {
+    "progress": frozenset({"progress"}),
+    "progress_late": frozenset({"progress"}),
+    "elicit": frozenset({"elicit"}),
+    "process": frozenset({"process"}),
+}
 
 _POLL = 0.001  # a thread body's wait between looks at `Listen.is_told` (no ordering rides on it)
 
@@ -46,10 +86,21 @@ class ScriptedTool:
     Register it under `name`, with `description`, `parameters` and, where the registry has
     one, its `timeout`; call `run` from an async body, or `run_sync` from a synchronous one
     when `sync` is set (the registry should run it on a worker thread). `parallel` says the
-    tool is safe to run concurrently with others (the registry's parallel mode).
+    tool is safe to run concurrently with others (the registry's parallel mode). A body whose
+    `reaches` is not empty also needs the `Reach` the driver builds for it.
     """
 
-    __slots__ = ("_behaviour", "_probe", "description", "name", "parallel", "sync", "timeout")
+    __slots__ = (
+        "_behaviour",
+        "_probe",
+        "description",
+        "kept",
+        "name",
+        "parallel",
+        "program",
+        "sync",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -60,6 +111,7 @@ class ScriptedTool:
         sync: bool = False,
         timeout: float | None = None,
         parallel: bool = False,
+        program: Sequence[str] = (),
     ) -> None:
         self._probe = probe
         self._behaviour: Behaviour = behaviour
@@ -73,6 +125,15 @@ class ScriptedTool:
         """The tool's own deadline in seconds, for registries that enforce one."""
         self.parallel: bool = parallel
         """Whether calls of this tool may run concurrently with others."""
+        self.program: Sequence[str] = program
+        """The argv a ``process`` body runs through its registry's helper."""
+        self.kept: dict[str, Reach] = {}
+        """The `Reach` of each body that keeps it past its return, by key."""
+
+    @property
+    def reaches(self) -> frozenset[Reaching]:
+        """What the body reaches through the `Reach` it must be given (empty: none)."""
+        return _REACHES.get(self._behaviour, frozenset())
 
     @property
     def parameters(self) -> Mapping[str, object]:
@@ -84,12 +145,16 @@ class ScriptedTool:
 
     # -- async bodies --------------------------------------------------------------------
 
-    async def run(self, arguments: Mapping[str, object], listen: Listen) -> str:
+    async def run(
+        self, arguments: Mapping[str, object], listen: Listen, reach: Reach | None = None
+    ) -> str:
         """The body, for an async tool.
 
         Args:
             arguments: The call's arguments as the registry passes them (``{"key": ...}``).
             listen: How this body hears of cancellation, from the driver.
+            reach: What the body reaches in this registry, from the driver (needed when
+                `reaches` is not empty).
 
         Returns:
             ``"done:<key>"`` (or a nested tool's report); raises through
@@ -98,41 +163,12 @@ class ScriptedTool:
         if self.sync:
             raise TypeError(f"{self.name} is a synchronous tool: call run_sync in a thread")
         key = str(arguments["key"])
-        probe = self._probe
-        probe.entered(key, listen.is_told)
-        try:
+        async with scripted(self._probe, key, "body", listen):
+            if self.reaches:
+                from ._reaching import script  # it builds on this module
+
+                return await script(self, self._probe, self._behaviour, key, listen, reach)
             return await self._script(key, listen)
-        except anyio.get_cancelled_exc_class():
-            # Torn down by task cancellation: finish the cleanup, shielded, then go.
-            probe.told(key, "task cancellation")
-            with anyio.CancelScope(shield=True):
-                await probe.gate(key, "cleanup")
-            probe.effect(key, "cleanup")
-            raise
-        finally:
-            probe.finished(key)
-
-    async def _wait_told(self, key: str, listen: Listen) -> bool:
-        """Wait until the registry tells the body to stop (or the kit gives up)."""
-        probe = self._probe
-        told = False
-        async with anyio.create_task_group() as group:
-
-            async def on_told() -> None:
-                nonlocal told
-                await listen.wait()
-                told = True
-                group.cancel_scope.cancel()
-
-            async def on_release() -> None:
-                await probe.until(lambda: probe.released)
-                group.cancel_scope.cancel()
-
-            group.start_soon(on_told)
-            group.start_soon(on_release)
-        if told:
-            probe.told(key, "signal")
-        return told
 
     async def _script(self, key: str, listen: Listen) -> str:
         probe = self._probe
@@ -154,7 +190,7 @@ class ScriptedTool:
             if listen.is_told():
                 listen.stop()
             return f"{done(key)}|{outcome.status}:{outcome.value}"
-        told = await self._wait_told(key, listen)
+        told = await wait_told(probe, key, listen)
         if behaviour == "ignore":
             await probe.gate(key, "work")  # told, and carrying on regardless
             probe.effect(key, "work")
@@ -169,12 +205,16 @@ class ScriptedTool:
 
     # -- thread bodies -------------------------------------------------------------------
 
-    def run_sync(self, arguments: Mapping[str, object], listen: Listen) -> str:
+    def run_sync(
+        self, arguments: Mapping[str, object], listen: Listen, reach: Reach | None = None
+    ) -> str:
         """The body, for a synchronous tool (the registry runs it on a worker thread).
 
         Args:
             arguments: The call's arguments (``{"key": ...}``).
             listen: How this body hears of cancellation (``is_told``, polled).
+            reach: What the body reaches in this registry (needed when `reaches` is not
+                empty).
 
         Returns:
             ``"done:<key>"``; raises through ``listen.stop()`` where the script says so.
@@ -185,6 +225,10 @@ class ScriptedTool:
         probe = self._probe
         probe.entered(key, listen.is_told)
         try:
+            if self.reaches:
+                from ._reaching import script_sync  # it builds on this module
+
+                return script_sync(probe, self._behaviour, key, reach)
             if probe.body(key).on_loop_thread:
                 # Blocking here would block the loop the kit runs on: record and return.
                 probe.effect(key, "work")
@@ -214,3 +258,87 @@ class ScriptedTool:
                 return True
             idle.wait(_POLL)
         return False
+
+
+# -- shared by bodies and stages -----------------------------------------------------------
+
+
+@asynccontextmanager
+async def scripted(
+    probe: Probe, key: str, stage: str, listen: Listen | None = None
+) -> AsyncGenerator[None]:
+    """Report ``key`` entered, then finished (its ``finished_at``) however it ends.
+
+    Torn down by task cancellation, it records that, finishes its cleanup shielded (at the
+    ``cleanup`` gate) and lets the cancellation go on.
+    """
+    probe.entered(key, None if listen is None else listen.is_told, stage=stage)
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        probe.told(key, "task cancellation")
+        with anyio.CancelScope(shield=True):
+            await probe.gate(key, "cleanup")
+        probe.effect(key, "cleanup")
+        raise
+    finally:
+        probe.finished(key)
+
+
+async def wait_told(probe: Probe, key: str, listen: Listen) -> bool:
+    """Wait until the registry tells ``key`` to stop (or the kit gives up): whether it did."""
+    told = False
+    async with anyio.create_task_group() as group:
+
+        async def on_told() -> None:
+            nonlocal told
+            await listen.wait()
+            told = True
+            group.cancel_scope.cancel()
+
+        async def on_release() -> None:
+            await probe.until(lambda: probe.released)
+            group.cancel_scope.cancel()
+
+        group.start_soon(on_told)
+        group.start_soon(on_release)
+    if told:
+        probe.told(key, "signal")
+    return told
+
+
+async def listener(
+    probe: Probe, key: str, stage: str, behaviour: StageBehaviour, listen: Listen
+) -> None:
+    """A scripted pre- or post-execute listener reporting under ``key`` (see `StageBehaviour`)."""
+    async with scripted(probe, key, stage, listen):
+        if behaviour == "pass":
+            probe.effect(key, "work")
+            return
+        await wait_told(probe, key, listen)
+        if behaviour == "ignore":
+            await probe.gate(key, "work")  # told, and carrying on regardless
+            probe.effect(key, "work")
+            return
+        await probe.gate(key, "cleanup")
+        probe.effect(key, "cleanup")
+
+
+def wrapper(probe: Probe, hold: Literal["before", "after"]) -> WrapperScript:
+    """A scripted around-dispatch wrapper, reporting under ``<call id>@wrapper``.
+
+    It holds the call at its ``hold`` gate: ``before`` delegating (``next``), or ``after``
+    the body returned.
+    """
+
+    async def wrap(call: Call, next: Callable[[], Awaitable[object]]) -> object:
+        key = f"{call.call_id}@wrapper"
+        async with scripted(probe, key, "wrapper"):
+            if hold == "before":
+                await probe.gate(key, "before")
+            result = await next()
+            if hold == "after":
+                await probe.gate(key, "after")
+            return result
+
+    return wrap

@@ -13,6 +13,14 @@ not wait for the tool tasks it cancelled. The registry's host-cancellation path
 body (a thread body too), publishes the call's one result and only then lets the
 cancellation go on. Nobody in the SDK awaits that last part: ``await registry.wait_idle()``
 is how a host waits for it.
+
+Progress and logs: the SDK's run stream (``RunResultStreaming.stream_events()``) has no event a
+function tool can add while it runs (openai/openai-agents-python#1333). Its own seam for what
+happens inside a tool is a callback per tool, as ``Agent.as_tool(on_stream=...)`` has:
+``function_tools(registry, on_stream=...)`` hands it each ``exec.progress`` and ``exec.log``
+as a `RegistryToolStreamEvent`, in order, while the call runs and before the SDK receives the
+tool's output. A caller's own `ToolHost` (``host=``) sees them too and answers
+``exec.elicit`` and ``exec.sample``.
 """
 
 from __future__ import annotations
@@ -26,22 +34,46 @@ if _importlib_util.find_spec("agents") is None:  # pragma: no cover - only witho
     )
 
 import copy
+import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from agents import FunctionTool, RunContextWrapper
 from agents.strict_schema import ensure_strict_json_schema
 from agents.tool_context import ToolContext
+from openai.types.responses import ResponseFunctionToolCall
+from typing_extensions import TypedDict
 
+from .._capabilities import ToolEvent
 from .._definitions import ToolSchema
 from .._json import FrozenDict, JsonValue, MaterializationError, materialize
 from .._jsontext import loads
 from .._registry import ToolRegistry
 from .._signals import AbortController
-from .._views import ToolExecutionInput
+from .._views import ToolExecution, ToolExecutionInput, ToolHost
 from ._common import result_text
+from ._events import call_events, check_host, resolve_host
 
-__all__ = ["function_tools"]
+__all__ = ["RegistryToolStreamEvent", "function_tools"]
+
+
+class RegistryToolStreamEvent(TypedDict):
+    """What ``function_tools(registry, on_stream=...)`` hands its callback, per event.
+
+    Shaped like the SDK's own ``AgentToolStreamEvent`` (``Agent.as_tool(on_stream=...)``).
+    """
+
+    event: ToolEvent
+    """The body's `ProgressEvent` or `LogEvent`."""
+    execution: ToolExecution
+    """The toolseam call that reported it: the tool call's own, or a nested call's."""
+    context: ToolContext[Any]
+    """The SDK's context of the tool call (``tool_call_id``, ``tool_name``, ``context``)."""
+    tool_call: ResponseFunctionToolCall | None
+    """The model's tool call, when the SDK has it."""
+
+
+OnStream: TypeAlias = Callable[[RegistryToolStreamEvent], Awaitable[None] | None]
 
 
 def function_tools(
@@ -49,6 +81,8 @@ def function_tools(
     *,
     needs_approval: bool
     | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]] = False,
+    on_stream: Callable[[RegistryToolStreamEvent], Awaitable[None] | None] | None = None,
+    host: ToolHost | Callable[[ToolContext[Any]], ToolHost | None] | None = None,
 ) -> list[FunctionTool]:
     """One SDK `FunctionTool` per tool registered on ``registry`` now, in registration order.
 
@@ -78,6 +112,18 @@ def function_tools(
             registry; a call the SDK's approver rejects never reaches it (the registry
             publishes nothing for it), and one it approves still goes through every stage
             of the registry, whose own `Ask`, `Deny` and guards still apply.
+        on_stream: Receives every ``exec.progress`` and ``exec.log`` of a call's body (and
+            of its nested calls) as a `RegistryToolStreamEvent`; sync or async, like the
+            SDK's ``Agent.as_tool(on_stream=...)``. The events are buffered (without bound:
+            the body never waits for the callback) and handed over in order by a task of the
+            call's own, and the call returns its output to the SDK only once the callback
+            has had every one of them. An exception it raises is logged and contained.
+        host: The caller's own `ToolHost` for every call, or a function that makes one per
+            call from its ``ToolContext`` (``None``: none for that call). Its ``on_progress``
+            and ``on_log`` see the events too; its ``elicit`` and ``sample`` answer the
+            body's ``exec.elicit`` and ``exec.sample`` (without one, those fail with
+            ``CAPABILITY_UNAVAILABLE``). A function that raises fails the SDK's tool call
+            before it reaches the registry.
 
     Returns:
         The tools: plain SDK `FunctionTool` objects, whose fields may still be changed one
@@ -86,7 +132,12 @@ def function_tools(
 
     Raises:
         ValueError: A tool's parameters schema is not a JSON object.
+        TypeError: ``on_stream`` is not callable, or ``host`` is neither a `ToolHost` nor
+            callable.
     """
+    if on_stream is not None and not callable(on_stream):
+        raise TypeError(f"on_stream must be callable or None, got {type(on_stream).__name__}")
+    check_host(host)
     tools: list[FunctionTool] = []
     for schema in registry.schemas():
         parameters = _parameters(schema)
@@ -95,7 +146,7 @@ def function_tools(
                 name=schema.name,
                 description=schema.description,
                 params_json_schema=parameters,
-                on_invoke_tool=_invoker(registry, schema.name),
+                on_invoke_tool=_invoker(registry, schema.name, on_stream, host),
                 strict_json_schema=_strict_as_is(parameters),
                 needs_approval=needs_approval,
             )
@@ -126,7 +177,10 @@ def _strict_as_is(parameters: dict[str, Any]) -> bool:
 
 
 def _invoker(
-    registry: ToolRegistry, name: str
+    registry: ToolRegistry,
+    name: str,
+    on_stream: OnStream | None,
+    host_option: ToolHost | Callable[[ToolContext[Any]], ToolHost | None] | None,
 ) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
     async def on_invoke_tool(ctx: ToolContext[Any], json_args: str) -> str:
         try:
@@ -134,15 +188,36 @@ def _invoker(
             arguments: JsonValue = loads(json_args) if json_args else {}
         except ValueError as error:
             return f"Error: the tool call's arguments could not be read as JSON ({error})"
-        # No await before execute(): a cancellation from the SDK can only reach the call
-        # inside the registry, which settles it (contract §5, host cancellation).
-        call = ToolExecutionInput(
-            call_id=ctx.tool_call_id,
-            name=name,
-            arguments=arguments,
-            signal=AbortController().signal,
-            agent=ctx,
-        )
-        return result_text(await registry.execute(call))
+        user = resolve_host(host_option, ctx)
+
+        def call(host: ToolHost | None) -> ToolExecutionInput:
+            return ToolExecutionInput(
+                call_id=ctx.tool_call_id,
+                name=name,
+                arguments=arguments,
+                signal=AbortController().signal,
+                agent=ctx,
+                host=host,
+            )
+
+        stream = on_stream
+        if stream is None:
+            # No await before execute(): a cancellation from the SDK can only reach the call
+            # inside the registry, which settles it (contract §5, host cancellation).
+            return result_text(await registry.execute(call(user)))
+
+        async def deliver(exec: ToolExecution, event: ToolEvent) -> None:
+            handed = stream(
+                {"event": event, "execution": exec, "context": ctx, "tool_call": ctx.tool_call}
+            )
+            if inspect.isawaitable(handed):
+                await handed
+
+        # Entering call_events does not checkpoint before execute() either: starting its
+        # task is synchronous. Leaving it hands the callback every event the call reported
+        # before the SDK receives the output.
+        async with call_events(deliver, user) as host:
+            result = await registry.execute(call(host))
+        return result_text(result)
 
     return on_invoke_tool

@@ -232,6 +232,7 @@ def tool(
     is_concurrency_safe: Callable[[object], bool] | None = None,
     finalize_content: Finalize | None = None,
     render: Callable[[object, Json], Sequence[Block]] | None = None,
+    idempotent: bool = False,
 ) -> Decorator: ...
 @overload
 def tool(
@@ -242,6 +243,7 @@ def tool(
     is_concurrency_safe: Callable[[A], bool] | None = None,
     finalize_content: Finalize | None = None,
     render: Callable[[A, Json], Sequence[Block]] | None = None,
+    idempotent: bool = False,
 ) -> Decorator[A]: ...
 
 # -- the registry -----------------------------------------------------------------------

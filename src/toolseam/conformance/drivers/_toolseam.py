@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import NoReturn, cast, final
+from typing import Any, NoReturn, cast, final
 
 from typing_extensions import TypedDict
 
@@ -15,7 +15,10 @@ from toolseam import (
     ApprovalAnswer,
     ApprovalRequest,
     Ask,
+    ElicitationRequest,
+    Elicited,
     Next,
+    PostDecision,
     PreDecision,
     ToolCall,
     ToolDefinition,
@@ -24,6 +27,7 @@ from toolseam import (
     ToolExecution,
     ToolExecutionInput,
     ToolFailure,
+    ToolHost,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
@@ -32,11 +36,25 @@ from toolseam import (
     nested_input,
     run_tool_calls,
 )
+from toolseam.capabilities import run_process
 
-from .._driver import CAPABILITIES, Call, Capability, Outcome, Scenario, Status
+from .._driver import CAPABILITIES, Call, Capability, ListenerScript, Outcome, Scenario, Status
+from .._reach import ElicitationScript
+from .._reach import Reach as BodyReach
 from .._scripts import ScriptedTool
 
-__all__ = ["Listen", "ToolseamDriver", "define", "outcome_of", "registry_for", "run_on"]
+__all__ = [
+    "ANSWER_SCHEMA",
+    "PROCESS_GRACE",
+    "ExecReach",
+    "Listen",
+    "ToolseamDriver",
+    "define",
+    "host_for",
+    "outcome_of",
+    "registry_for",
+    "run_on",
+]
 
 _STATUS: Mapping[str | None, Status] = {
     "ABORTED": "aborted",
@@ -95,9 +113,43 @@ class Listen:
         return outcome_of(call.call_id, await self._registry.execute(nested))
 
 
+PROCESS_GRACE = 0.5
+"""Seconds `run_process` waits between SIGTERM and SIGKILL for the kit's program."""
+
+ANSWER_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+"""The schema of the scripted bodies' questions: one string, ``answer``."""
+
+
+class ExecReach:
+    """A body's `toolseam.conformance.Reach`: its ``exec``'s capabilities, and `run_process`."""
+
+    def __init__(self, exec: ToolRunContext) -> None:
+        self._exec = exec
+
+    async def progress(self, progress: float, message: str) -> None:
+        self._exec.progress(progress, message=message)
+
+    def progress_sync(self, progress: float, message: str) -> None:
+        self._exec.progress(progress, message=message)
+
+    async def elicit(self, question: str) -> str | None:
+        answer = await self._exec.elicit(question, ANSWER_SCHEMA)
+        if answer.content is None:
+            return None
+        return str(answer.content["answer"])
+
+    async def run_process(self, argv: Sequence[str]) -> None:
+        # The kit's program ignores SIGTERM: the grace only decides when SIGKILL follows.
+        await run_process(argv, signal=self._exec.signal, check=False, grace=PROCESS_GRACE)
+
+
 @final
 class _SignalListen:
-    """An approval request's `Listen`: the caller's signal."""
+    """A stage's `Listen` (an approval request, a listener): the signal that stage sees."""
 
     def __init__(self, signal: AbortSignal) -> None:
         self._signal = signal
@@ -115,7 +167,7 @@ class _SignalListen:
         raise ToolError(message, code="SCRIPTED_FAILURE")
 
     async def call(self, call: Call) -> Outcome:
-        raise NotImplementedError("an approver makes no calls")
+        raise NotImplementedError("a stage makes no calls")
 
 
 def _call_of(exec: ToolExecution) -> Call:
@@ -127,7 +179,12 @@ def _always(args: object) -> bool:
     return True
 
 
-def define(registry: ToolRegistry, tool: ScriptedTool) -> ToolDefinition[KeyArgs, str]:
+def define(
+    registry: ToolRegistry,
+    tool: ScriptedTool,
+    reach: Callable[[ToolRunContext], BodyReach] = ExecReach,
+) -> ToolDefinition[KeyArgs, str]:
+    """``tool`` as a toolseam tool; a body that reaches gets ``reach(exec)``."""
     safe = _always if tool.parallel else None
     decorate = define_tool(
         name=tool.name,
@@ -135,15 +192,16 @@ def define(registry: ToolRegistry, tool: ScriptedTool) -> ToolDefinition[KeyArgs
         timeout=tool.timeout,
         is_concurrency_safe=safe,
     )
+    reaches = bool(tool.reaches)
     if tool.sync:
 
         def sync_body(args: KeyArgs, exec: ToolRunContext) -> str:
-            return tool.run_sync(args, Listen(registry, exec))
+            return tool.run_sync(args, Listen(registry, exec), reach(exec) if reaches else None)
 
         return decorate(sync_body)
 
     async def body(args: KeyArgs, exec: ToolRunContext) -> str:
-        return await tool.run(args, Listen(registry, exec))
+        return await tool.run(args, Listen(registry, exec), reach(exec) if reaches else None)
 
     return decorate(body)
 
@@ -164,6 +222,57 @@ class _Approval:
 
 async def _ask(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
     return Ask("the conformance kit decides")
+
+
+def _pre_listener(
+    script: ListenerScript,
+) -> Callable[[ToolExecution, Next[PreDecision]], Awaitable[PreDecision]]:
+    async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+        await script(_call_of(exec), _SignalListen(exec.signal))
+        return await next()
+
+    return pre
+
+
+def _post_listener(
+    script: ListenerScript,
+) -> Callable[[ToolExecution, ToolResult, Next[PostDecision]], Awaitable[PostDecision]]:
+    async def post(
+        exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+    ) -> PostDecision:
+        await script(_call_of(exec), _SignalListen(exec.signal))
+        return await next()
+
+    return post
+
+
+def _elicit(
+    script: ElicitationScript,
+) -> Callable[[ToolExecution, ElicitationRequest, AbortSignal], Awaitable[Elicited[Any]]]:
+    async def elicit(
+        exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+    ) -> Elicited[Any]:
+        answer = await script(_call_of(exec), request.message, _SignalListen(signal))
+        if answer is None:
+            return Elicited("cancel" if signal.aborted else "decline")
+        return Elicited("accept", {"answer": answer})
+
+    return elicit
+
+
+def host_for(scenario: Scenario) -> ToolHost | None:
+    """The caller's `ToolHost` for ``scenario``: its progress sink and elicitation, if any."""
+    sink, script = scenario.progress, scenario.elicit
+    if sink is None and script is None:
+        return None
+    return ToolHost(
+        on_progress=(
+            None
+            if sink is None
+            else lambda exec, event: sink(exec.call_id, event.progress, event.message)
+        ),
+        elicit=None if script is None else _elicit(script),
+    )
 
 
 def _wrapper(
@@ -212,22 +321,40 @@ def registry_for(scenario: Scenario, *, timeouts: bool = True) -> ToolRegistry:
 
 
 async def run_on(
-    registry: ToolRegistry, scenario: Scenario, define: Define = define
+    registry: ToolRegistry,
+    scenario: Scenario,
+    define: Define = define,
+    host: ToolHost | None = None,
 ) -> Sequence[Outcome]:
-    """Register the scenario's tools and stages on ``registry`` and run its calls."""
+    """Register the scenario's tools and stages on ``registry`` and run its calls.
+
+    ``host`` is what the caller offers each call (by default `host_for` the scenario).
+    """
+    host = host if host is not None else host_for(scenario)
     for tool in scenario.tools:
         registry.register(define(registry, tool))
     if scenario.approval is not None:
         registry.on_pre_execute(_ask)
+    if scenario.pre_execute is not None:
+        registry.on_pre_execute(_pre_listener(scenario.pre_execute))
     if scenario.around is not None:
         registry.on_execute(_wrapper(scenario.around))
+    if scenario.post_execute is not None:
+        registry.on_post_execute(_post_listener(scenario.post_execute))
     registry.on_result(lambda exec, result: scenario.publish(outcome_of(exec.call_id, result)))
+    observer = scenario.observer
+    if observer is not None:
+        registry.on_result(lambda exec, result: observer(outcome_of(exec.call_id, result)))
     controller = AbortController()
     scenario.stop.connect(controller.abort)
     if scenario.batch:
         calls = [ToolCall(c.call_id, c.tool, dict(c.arguments)) for c in scenario.calls]
         outcomes = await run_tool_calls(
-            registry, calls, signal=controller.signal, max_parallel=scenario.max_parallel
+            registry,
+            calls,
+            signal=controller.signal,
+            max_parallel=scenario.max_parallel,
+            host=host,
         )
         return [outcome_of(o.call.call_id, o.result) for o in outcomes]
     (call,) = scenario.calls
@@ -237,6 +364,7 @@ async def run_on(
             name=call.tool,
             arguments=dict(call.arguments),
             signal=controller.signal,
+            host=host,
         )
     )
     return [outcome_of(call.call_id, result)]

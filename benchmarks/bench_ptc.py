@@ -1,0 +1,241 @@
+"""Programmatic tool calling (toolseam.ptc): what a nested call, a stop and a trivial run cost.
+
+Three figures, on asyncio and trio, each against its target (issue 27):
+
+* **per nested call**: ``run_code`` of a program making 100 calls of a no-op tool (all at once
+  with ``asyncio.gather``, and one after another with ``noop_sync``), per nested call, ÷ a
+  direct ``registry.execute`` of the same tool; interleaved round by round, the ratio taken
+  within each round. Target at most 3x (the sandbox's own host round trip included).
+* **abort**: a program fans out 10 nested calls that wait for their signal, then spins; once
+  all 10 bodies run, the caller aborts. *told*: from ``abort()`` until the last body resumed
+  (target ≤ 5 ms); *gone*: from ``abort()`` until ``run_code`` returned, which is after the
+  sandbox process exited (target ≤ grace + 100 ms, grace 100 ms here).
+* **trivial run**: ``run_code`` of ``1 + 1`` with a warm pool, per call (target ≤ 1 ms).
+
+Run with ``python benchmarks/bench_ptc.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import _harness
+import anyio
+from _harness import Check, Series, perf_ns
+from typing_extensions import TypedDict
+
+from toolseam import (
+    TOOL_ABORTED,
+    AbortController,
+    ToolExecutionInput,
+    ToolFailure,
+    ToolRegistry,
+    ToolRunContext,
+    ToolSuccess,
+    define_tool,
+)
+from toolseam.ptc import PtcLimits, ptc_tool
+
+GRACE = 0.1
+FANOUT = 10
+NESTED = 100
+GATHER = f"import asyncio\nr = await asyncio.gather(*[noop(i=i) for i in range({NESTED})])\nlen(r)"
+SEQUENTIAL = f"n = 0\nfor i in range({NESTED}):\n    n += noop_sync(i=i)\nn"
+ABORTED_PROGRAM = (
+    "import asyncio\n"
+    "try:\n"
+    f"    await asyncio.gather(*[wait(i=i) for i in range({FANOUT})])\n"
+    "except RuntimeError:\n"
+    "    pass\n"
+    "while True:\n"
+    "    pass\n"
+)
+
+
+class Index(TypedDict):
+    i: int
+
+
+class _Probe:
+    started = 0
+    all_started: Any = None
+    told_ns: list[int]
+
+    def __init__(self) -> None:
+        self.told_ns = []
+
+
+PROBE = _Probe()
+
+
+def _parallel(_args: object) -> bool:
+    return True
+
+
+@define_tool(name="noop", description="Do nothing.", is_concurrency_safe=_parallel)
+async def noop(args: Index, exec: ToolRunContext) -> int:
+    return 1
+
+
+@define_tool(name="wait", description="Wait until told.", is_concurrency_safe=_parallel)
+async def wait(args: Index, exec: ToolRunContext) -> int:
+    PROBE.started += 1
+    if PROBE.started == FANOUT:
+        PROBE.all_started.set()
+    await exec.signal.wait()
+    PROBE.told_ns.append(perf_ns())
+    return 0
+
+
+def _input(name: str, arguments: object, signal: AbortController | None = None) -> Any:
+    return ToolExecutionInput(
+        call_id="c",
+        name=name,
+        arguments=arguments,
+        signal=(signal or AbortController()).signal,
+    )
+
+
+async def _measure(backend: str, quick: bool) -> list[Check]:
+    registry = ToolRegistry()
+    for tool in (noop, wait):
+        registry.register(tool)
+    limits = PtcLimits(nested_calls=None, max_parallel=NESTED, wall_clock=None)
+    checks: list[Check] = []
+    async with ptc_tool(registry, tools=["noop", "wait"], limits=limits, grace=GRACE) as run:
+        registry.register(run)
+
+        async def direct(n: int) -> int:
+            start = perf_ns()
+            for i in range(n * NESTED):
+                await registry.execute(_input("noop", {"i": i}))
+            return perf_ns() - start
+
+        def program(code: str) -> Any:
+            async def batch(n: int) -> int:
+                start = perf_ns()
+                for _ in range(n):
+                    result = await registry.execute(_input("run_code", {"code": code}))
+                    assert isinstance(result, ToolSuccess), result
+                return perf_ns() - start
+
+            return batch
+
+        rounds = 3 if quick else 11
+        runs = 1 if quick else 4
+        # Per nested call: each batch is `runs` programs of NESTED calls, or as many direct
+        # calls; `interleave_async` divides by `runs`, the row below by NESTED.
+        series = await _harness.interleave_async(
+            [
+                ("direct execute", direct),
+                ("run_code gather", program(GATHER)),
+                ("run_code sequential", program(SEQUENTIAL)),
+            ],
+            rounds=rounds,
+            calls=runs,
+            warmup_calls=1,
+        )
+        per_call = [Series(s.name, [v / NESTED for v in s.per_round]) for s in series]
+        _harness.print_table(
+            f"ptc: per nested call ({backend}, {NESTED} calls a program, µs)",
+            per_call,
+            baselines=["direct execute"],
+        )
+        checks.extend(
+            Check(
+                f"ptc nested call / direct execute, {contender.name.split()[-1]} ({backend})",
+                contender.ratio(per_call[0]),
+                3.0,
+                "x",
+                f"{contender.median:.1f} µs vs {per_call[0].median:.2f} µs",
+            )
+            for contender in per_call[1:]
+        )
+
+        # A trivial program from the warm pool.
+        trivial = await _harness.interleave_async(
+            [("run_code 1 + 1", program("1 + 1"))],
+            rounds=rounds,
+            calls=5 if quick else 50,
+        )
+        checks.append(
+            Check(
+                f"ptc trivial run_code, warm pool ({backend})",
+                trivial[0].median / 1000,
+                1.0,
+                "ms",
+            )
+        )
+
+        # Abort: every nested body told, and the sandbox gone.
+        told: list[float] = []
+        gone: list[float] = []
+        for _ in range(3 if quick else 15):
+            PROBE.started = 0
+            PROBE.told_ns = []
+            PROBE.all_started = anyio.Event()
+            stop = AbortController()
+            ended: list[int] = []
+            outcome: list[Any] = []
+
+            async def call(
+                stop: AbortController = stop, ended: list[int] = ended, outcome: list[Any] = outcome
+            ) -> None:
+                result = await registry.execute(_input("run_code", {"code": ABORTED_PROGRAM}, stop))
+                ended.append(perf_ns())
+                outcome.append(result)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await PROBE.all_started.wait()
+                aborted = perf_ns()
+                stop.abort()
+            (result,) = outcome
+            assert isinstance(result, ToolFailure), result
+            assert result.code == TOOL_ABORTED, result
+            assert len(PROBE.told_ns) == FANOUT
+            told.append((max(PROBE.told_ns) - aborted) / 1e6)
+            gone.append((ended[0] - aborted) / 1e6)
+        print(
+            f"ptc abort ({backend}): told {statistics.median(told):.3f} ms "
+            f"(max {max(told):.3f}), gone {statistics.median(gone):.1f} ms "
+            f"(max {max(gone):.1f}), grace {GRACE * 1000:.0f} ms"
+        )
+        checks.append(
+            Check(
+                f"ptc abort -> every nested body told ({backend})",
+                statistics.median(told),
+                5.0,
+                "ms",
+            )
+        )
+        checks.append(
+            Check(
+                f"ptc abort -> sandbox gone ({backend})",
+                statistics.median(gone),
+                GRACE * 1000 + 100,
+                "ms",
+                f"grace {GRACE * 1000:.0f} ms + 100 ms",
+            )
+        )
+    return checks
+
+
+def run(*, quick: bool = False) -> list[Check]:
+    checks: list[Check] = []
+    for backend in ("asyncio", "trio"):
+        checks.extend(anyio.run(_measure, backend, quick, backend=backend))
+    return checks
+
+
+def main() -> None:
+    options = _harness.parser(__doc__.splitlines()[0]).parse_args()
+    print(_harness.machine_summary())
+    checks = run(quick=options.quick)
+    print()
+    _harness.print_checks(checks)
+
+
+if __name__ == "__main__":
+    main()

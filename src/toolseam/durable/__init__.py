@@ -1,0 +1,38 @@
+"""Tool calls as durable steps of a DBOS workflow (extra ``toolseam[dbos]``).
+
+`DurableTools` runs a registry's calls inside a DBOS workflow, each call's one result the
+recorded outcome of one DBOS step: replay returns it without running the body;
+``DBOS.cancel_workflow`` from any process aborts the signal of every call in flight (the
+body is told and awaited) and still records one outcome per call; the workflow's timeout
+ends calls with `TOOL_TIMEOUT`; after a crash, a call cut short runs again only if its tool
+is idempotent, and otherwise ends `OUTCOME_UNKNOWN`. DBOS is the engine: the journal is its
+step table, and nothing else is stored. DBOS runs on asyncio only, so does this module.
+See docs/durable.md.
+"""
+
+import importlib.util as _importlib_util
+
+if _importlib_util.find_spec("dbos") is None:  # pragma: no cover - only without the extra
+    raise ImportError('toolseam.durable needs DBOS: pip install "toolseam[dbos]"')
+
+from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._errors import OUTCOME_UNKNOWN as OUTCOME_UNKNOWN
+from ._errors import RESULT_NOT_RECORDABLE as RESULT_NOT_RECORDABLE
+from ._errors import OutcomeUnknownError as OutcomeUnknownError
+from ._errors import UnrecordableResultError as UnrecordableResultError
+from ._records import outcomes_from_steps as outcomes_from_steps
+from ._records import recorded_outcomes as recorded_outcomes
+from ._tools import DurableTools as DurableTools
+
+__all__ = (
+    "OUTCOME_UNKNOWN",
+    "RESULT_NOT_RECORDABLE",
+    "DurableTools",
+    "OutcomeUnknownError",
+    "UnrecordableResultError",
+    "outcomes_from_steps",
+    "recorded_outcomes",
+)
+
+_fixup_module_metadata(__name__, globals())
+del _fixup_module_metadata

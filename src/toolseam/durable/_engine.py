@@ -1,0 +1,135 @@
+"""Everything `toolseam.durable` asks of DBOS that its public API does not offer, in one place.
+
+The public API carries the common path: `DBOS.reserve_step` draws a call's step ids in model
+order, `StepReservation.run_async` checkpoints its outcome (and returns the recorded one on
+replay), and `DBOS.list_workflow_steps_async` reads the journal back. Four things need DBOS's
+internals (dbos 3.4); each is a function here, so that a DBOS upgrade is checked in one
+module:
+
+* the running workflow's context (its id, and its deadline, which no public property
+  gives);
+* whether a call's dispatch marker is recorded, read without recording the read: DBOS's own
+  replay check for one step (`check_operation_execution`);
+* which watched workflows are ``CANCELLED``: the query DBOS's own preemptible-step watcher
+  polls (`get_cancelled_workflow_ids`);
+* recording an outcome after a cancellation. ``DBOS.cancel_workflow`` takes ownership of the
+  workflow away from the execution that runs it, so DBOS refuses every later write of that
+  execution, the outcomes of the calls it had in flight included (and says so with
+  ``DBOSWorkflowConflictIDError``). Those outcomes are the truth about calls whose bodies
+  ran; left out, a resumed workflow would run them again. They are written into DBOS's own
+  step table (`record_operation_result`, serialized as DBOS serializes a step's output),
+  outside the workflow's context, so that DBOS's ownership check does not apply. Nothing
+  else is written there, and nothing is written anywhere else.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+
+import sniffio
+from dbos._context import DBOSContext, get_local_dbos_context
+from dbos._dbos import _get_dbos_instance
+from dbos._error import DBOSStepNondeterminismError
+from dbos._serialization import serialize_value
+
+__all__ = [
+    "cancelled_workflows",
+    "check_serializable",
+    "deadline_of",
+    "marker_recorded",
+    "record_after_cancel",
+    "require_asyncio",
+    "workflow_context",
+]
+
+
+def workflow_context() -> DBOSContext | None:
+    """The context of the DBOS workflow whose code is running, or ``None``.
+
+    ``None`` outside a workflow, and inside a step (where DBOS runs steps as plain calls).
+    """
+    ctx = get_local_dbos_context()
+    if ctx is None or not ctx.is_workflow():
+        return None
+    return ctx
+
+
+def deadline_of(ctx: DBOSContext) -> float | None:
+    """The workflow's deadline as a `time.time` timestamp, or ``None``."""
+    deadline_ms = ctx.workflow_deadline_epoch_ms
+    return None if deadline_ms is None else deadline_ms / 1000
+
+
+def marker_recorded(workflow_id: str, step_id: int, name: str) -> bool:
+    """Whether step ``step_id`` of the workflow is recorded (blocking; a worker thread).
+
+    Raises:
+        DBOSWorkflowCancelledError: The workflow is cancelled (DBOS's replay check says so
+            before anything else).
+    """
+    recorded = _get_dbos_instance()._sys_db.check_operation_execution(workflow_id, step_id, name)
+    return recorded is not None
+
+
+def cancelled_workflows(workflow_ids: list[str]) -> set[str]:
+    """Which of these workflows are ``CANCELLED`` now (blocking; a worker thread).
+
+    While the database is unreachable, DBOS retries this read with backoff: the poll then
+    pauses, as every DBOS operation does, and resumes when the database is back.
+    """
+    return _get_dbos_instance()._sys_db.get_cancelled_workflow_ids(workflow_ids)
+
+
+def check_serializable(payload: object) -> None:
+    """Serialize ``payload`` as DBOS will serialize a step's output; raise if it cannot."""
+    serialize_value(payload, None, _get_dbos_instance()._serializer)
+
+
+def record_after_cancel(workflow_id: str, step_id: int, name: str, payload: object) -> bool:
+    """Record a step's output after the workflow was cancelled (blocking; a worker thread).
+
+    Returns:
+        ``True`` once recorded; ``False`` when the step already had an outcome (another
+        execution recorded it first: the journal keeps exactly one).
+    """
+    dbos = _get_dbos_instance()
+    output, serialization = serialize_value(payload, None, dbos._serializer)
+
+    def write() -> bool:
+        try:
+            dbos._sys_db.record_operation_result(
+                {
+                    "workflow_uuid": workflow_id,
+                    "function_id": step_id,
+                    "function_name": name,
+                    "output": output,
+                    "error": None,
+                    "serialization": serialization,
+                    "started_at_epoch_ms": int(time.time() * 1000),
+                    "child_workflow_id": None,
+                }
+            )
+        except DBOSStepNondeterminismError:
+            return False
+        return True
+
+    # An empty context: no DBOS context, so DBOS checks no ownership token (see above).
+    return contextvars.Context().run(write)
+
+
+def require_asyncio(what: str) -> None:
+    """Raise a clear error unless the running event loop is asyncio's.
+
+    Raises:
+        RuntimeError: Another async library (trio) runs this task.
+    """
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        library = None
+    if library != "asyncio":
+        raise RuntimeError(
+            f"toolseam.durable: {what} runs on asyncio only, not on {library or 'no event loop'}: "
+            "DBOS runs workflows and their steps as asyncio tasks and cannot host trio"
+        )
