@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -249,15 +250,34 @@ async def test_an_eager_task_factory_and_many_blocked_bodies() -> None:
     assert len(published) == 400
 
 
+class _OwnBaseException(BaseException):
+    """A ``BaseException`` of a tool's own, neither an interrupt nor a cancellation."""
+
+
+INTERRUPTS: dict[str, Callable[[], BaseException]] = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "CancelledError as a value": asyncio.CancelledError,
+    "own BaseException": _OwnBaseException,
+    "BaseExceptionGroup": lambda: BaseExceptionGroup("two", [KeyboardInterrupt(), ValueError()]),
+}
+
+
+@pytest.mark.parametrize("interrupt", list(INTERRUPTS))
 @pytest.mark.parametrize("where", ["body", "blocked body", "pre-execute", "post-execute"])
 @pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "exclusive"])
 async def test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result(
-    where: str, parallel: bool
+    where: str, parallel: bool, interrupt: str
 ) -> None:
     """Contract §7: a ``KeyboardInterrupt`` raised for call ``b`` (its body, before or after
     it blocked, or a stage's listener) once ``b`` has its result: ``a`` finishes its work,
     ``c`` never starts and ends ``ABORTED_BEFORE_DISPATCH``, then the interrupt propagates
-    bare, the same on both backends (it tore the batch down, or came out in a group)."""
+    bare, the same on both backends (it tore the batch down, or came out in a group).
+
+    Any other ``BaseException`` that is not the host's cancellation (a ``GeneratorExit``, a
+    tool's own, a group) is held the same way: before, it tore the batch down, left ``c``
+    without a result and came out wrapped in the task group's exception group."""
+    error = INTERRUPTS[interrupt]()
     registry = ToolRegistry()
     published = _published(registry)
     a_may_finish = anyio.Event()
@@ -271,7 +291,7 @@ async def test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result(
             a_may_finish.set()
             if where == "blocked body":
                 await anyio.lowlevel.checkpoint()
-            raise KeyboardInterrupt
+            raise error
         finished.append(args["id"])
         return args["id"]
 
@@ -279,7 +299,7 @@ async def test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result(
         await anyio.lowlevel.checkpoint()
         if exec.call_id == "b" and where == "pre-execute":
             a_may_finish.set()
-            raise KeyboardInterrupt
+            raise error
         return await next()
 
     async def post(exec: ToolExecution, result: ToolResult, next: Next[object]) -> object:
@@ -287,7 +307,7 @@ async def test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result(
         if exec.call_id == "a":
             a_may_finish.set()
         if exec.call_id == "b" and where == "post-execute":
-            raise KeyboardInterrupt
+            raise error
         return await next()
 
     registry.register(body)
@@ -295,8 +315,9 @@ async def test_an_interrupt_from_a_call_is_held_until_every_call_has_its_result(
     registry.on_post_execute(post)  # type: ignore[arg-type]
     if where == "post-execute" and parallel:
         a_may_finish.set()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(BaseException) as raised:
         await run_tool_calls(registry, _calls("a", "b", "c"), signal=AbortController().signal)
+    assert raised.value is error
     assert "a" in finished
     assert sorted(published) == ["a", "b", "c"]
     if parallel and where in ("blocked body", "post-execute"):

@@ -396,7 +396,7 @@ async def test_a_tool_unregistered_since_is_an_unknown_tool() -> None:
     assert len(done.results) == 1
 
 
-@pytest.mark.parametrize("arguments", ['{"text": ', "[" * 100_000 + "]" * 100_000])
+@pytest.mark.parametrize("arguments", ['{"text": ', "[" * 100_000 + "]" * 100_001])
 async def test_arguments_that_are_not_json_are_an_error_text_without_a_call(
     arguments: str,
 ) -> None:
@@ -404,6 +404,34 @@ async def test_arguments_that_are_not_json_are_an_error_text_without_a_call(
     output = await done.tool("echo").on_invoke_tool(context("call_j"), arguments)
     assert output.startswith("Error: the tool call's arguments could not be read as JSON (")
     assert done.results == []
+
+
+async def test_arguments_100_000_levels_deep_reach_the_registry() -> None:
+    """Contract §5.2: depth is limited only by memory, for arguments that arrive as JSON
+    text too. ``json.loads`` gives up about a thousand levels down, and such arguments were
+    answered "could not be read as JSON" without a call."""
+    registry = ToolRegistry()
+    depths: list[int] = []
+
+    class Deep(TypedDict):
+        tree: object
+
+    @define_tool(name="depth", description="How deep the tree is.")
+    async def depth(args: Deep, exec: ToolRunContext) -> int:
+        node, levels = args["tree"], 0
+        while isinstance(node, dict):
+            node, levels = node["a"], levels + 1  # pyright: ignore[reportUnknownVariableType]
+        depths.append(levels)
+        return levels
+
+    registry.register(depth)
+    done = setup(registry)
+    deep = '{"tree": ' + '{"a": ' * 100_000 + "[1]" + "}" * 100_000 + "}"
+    [tool] = [tool for tool in function_tools(registry) if tool.name == "depth"]
+    assert await tool.on_invoke_tool(context("call_d", "depth", deep), deep) == "100000"
+    _, _, result = done.only
+    assert not result.is_error
+    assert depths == [100_000]
 
 
 # -- cancellation of the task that runs on_invoke_tool ----------------------------------------

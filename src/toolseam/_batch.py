@@ -75,10 +75,11 @@ async def run_tool_calls(
     until they settle), and every call that never started gets an `ABORTED_BEFORE_DISPATCH`
     result with ``dispatched=False`` (also published to the registry's observers). If the
     awaiting task is cancelled by its host, the started calls publish their results and the
-    cancellation is re-raised. A ``KeyboardInterrupt`` or ``SystemExit`` raised for one
-    call (by a body, a stage's listener, a result observer or ``finalize_content``), once
-    that call has its result, stops further calls from starting as an abort does, and
-    propagates once every call has its one result.
+    cancellation is re-raised. A ``KeyboardInterrupt``, ``SystemExit`` or any other
+    ``BaseException`` but the host's cancellation, raised for one call (by a body, a
+    stage's listener, a result observer or ``finalize_content``) once that call has its
+    result, stops further calls from starting as an abort does, and propagates, bare, once
+    every call has its one result.
 
     Args:
         registry: The registry to run the calls through.
@@ -138,7 +139,8 @@ async def run_tool_calls(
             if mode[0] == "exclusive":
                 run = registry._start(inputs[index], mode[1])
                 try:
-                    # The stages of `execute`, in its order, with the snapshot already taken.
+                    # ≡ `registry.execute(inputs[index])` up to its publish, with the snapshot
+                    # `_mode` took (parsed once); pinned by benchmarks/bench_batch.py.
                     for stage in (
                         registry._stage_before,
                         registry._stage_dispatch,
@@ -147,7 +149,9 @@ async def run_tool_calls(
                         step = stage(run)
                         if step is not None:
                             await step
-                except _INTERRUPTS as interrupt:
+                except BaseException as interrupt:
+                    if not _holds(interrupt):
+                        raise
                     held.append(interrupt)  # the stage settled and published the call
                     result = cast("ToolResult", run._result)
                 else:
@@ -229,7 +233,7 @@ def _input(
 
     Its ``__init__`` sets each field through ``object.__setattr__``; the slots' own setters
     cost half as much, once per call of a batch (as `_outcome`). `_INPUT_FIELDS` is every
-    field (a test checks it against the dataclass).
+    field (a test checks it against the dataclass). Pinned by benchmarks/bench_batch.py.
     """
     made: ToolExecutionInput = object.__new__(ToolExecutionInput)
     _set_input_call_id(made, call_id)
@@ -252,6 +256,7 @@ def _outcome(call: ToolCall, result: ToolResult, dispatched: bool) -> CallOutcom
     """``CallOutcome(call, result, dispatched)`` without the frozen dataclass's ``__init__``.
 
     The slots' own setters, one per call of a batch: half the cost of the checked path.
+    Pinned by benchmarks/bench_batch.py.
     """
     outcome: CallOutcome = object.__new__(CallOutcome)
     _set_call(outcome, call)
@@ -267,8 +272,25 @@ _DISPATCHED = 2  # waiting for its post-execute turn
 _AFTER = 3  # in its post-execute stage (which settles it if interrupted), then published
 _SETTLED = 4  # interrupted in its dispatch stage, which published its result
 _ENDED = frozenset((_DISPATCHED, _SETTLED))  # the head's turn in the sequencer
-# What a stage re-raises once it has settled and published its call; a batch holds them.
-_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
+
+def _holds(error: BaseException) -> bool:
+    """Whether the batch holds ``error``, which a stage raised once it had settled its call.
+
+    Every stage settles and publishes its call before it lets a ``BaseException`` out. The
+    host's cancellation then goes on (contract §7: the started calls publish, it is
+    re-raised); anything else — ``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``, a
+    tool's own ``BaseException``, a group — is held like an observer's (`_publish`): no
+    further call starts, and it propagates bare once every call has its result, rather than
+    tearing the running calls down and coming out wrapped in the task group's group.
+    On asyncio a ``CancelledError`` that a stage raised as a value, while nothing cancels
+    this task, is held too.
+    """
+    if not issubclass(type(error), anyio.get_cancelled_exc_class()):
+        return True
+    loop = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage]
+    task = None if loop is None else asyncio.current_task(loop)
+    return task is not None and not task.cancelling()
 
 
 @final
@@ -289,6 +311,7 @@ class _Group:
     asyncio's `asyncio.TaskGroup` or a trio nursery: structured like anyio's, so a host
     cancellation of the calling task is delivered to every task of the group, which waits for
     all of them, as a task group does; nothing here cancels anything of its own accord.
+    ≡ ``anyio.create_task_group()``; pinned by benchmarks/bench_targets.py (batch, trio).
     """
 
     __slots__ = ("_manager", "spawn", "yield_first")
@@ -439,7 +462,9 @@ class _Sequencer:
                     if step is not None:
                         try:
                             await step
-                        except _INTERRUPTS as interrupt:
+                        except BaseException as interrupt:
+                            if not _holds(interrupt):
+                                raise
                             self._hold(started, interrupt)
                             continue
                     order.popleft()
@@ -468,7 +493,9 @@ class _Sequencer:
                     if step is not None:
                         try:
                             await step
-                        except _INTERRUPTS as interrupt:
+                        except BaseException as interrupt:
+                            if not _holds(interrupt):
+                                raise
                             self._hold(started, interrupt)
                             continue
                     step = registry._stage_dispatch(started.run)
@@ -482,16 +509,19 @@ class _Sequencer:
                     # inherit that (tracing: no call becomes another's parent).
                     between = copy_context()
                     try:
+                        # ≡ `await dispatch` in this task, stepped by hand to see whether the
+                        # body blocks (then `_resume` is the rest of that await); pinned by
+                        # benchmarks/bench_batch.py.
                         yielded = dispatch.send(None)
                     except StopIteration:
                         started.state = _DISPATCHED  # done without blocking
                         continue
-                    except _INTERRUPTS as interrupt:
+                    except BaseException as interrupt:
+                        if not _holds(interrupt):
+                            started.state = _SETTLED
+                            raise
                         self._hold(started, interrupt)
                         continue
-                    except BaseException:
-                        started.state = _SETTLED
-                        raise
                     # The body blocked: it stays in this task, and the role moves on.
                     self.in_dispatch += 1
                     try:
@@ -503,12 +533,13 @@ class _Sequencer:
                         pass
                     try:
                         await _resume(dispatch, yielded)
-                    except _INTERRUPTS as interrupt:
-                        self.held.append(interrupt)
+                    except BaseException as interrupt:
+                        holds = _holds(interrupt)
+                        if holds:
+                            self.held.append(interrupt)
                         self._body_ended(started, settled=True)
-                    except BaseException:
-                        self._body_ended(started, settled=True)
-                        raise
+                        if not holds:
+                            raise
                     else:
                         self._body_ended(started, settled=False)
                     if not holding:

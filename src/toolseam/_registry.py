@@ -128,6 +128,7 @@ class ToolRegistry:
         "_approval",
         "_epoch",
         "_events",
+        "_floor",
         "_guards",
         "_hooks",  # tracing hook
         "_idle_lock",
@@ -148,10 +149,12 @@ class ToolRegistry:
         self._approval = approval
         self._timeouts = timeouts
         # wait_idle(): calls in flight per generation; a wait_idle() call starts a new one
-        # and waits for every older generation to drain.
+        # and waits for every older generation to drain. The current generation is always a
+        # key; an older one is a key exactly while it has calls in flight (see _left).
         self._epoch = 0
         self._in_flight: dict[int, int] = {0: 0}
-        self._idle_waiters: list[tuple[int, AbortController]] = []
+        self._floor = 0  # the oldest generation in _in_flight: older ones have drained
+        self._idle_waiters: list[_IdleWaiter] = []  # by target generation, oldest first
         self._idle_lock = threading.Lock()  # see _left
         self._tools: dict[str, ToolDefinition[Any, Any]] = {}
         self._pre: Listeners[PreExecuteListener] = Listeners("pre-execute listener")
@@ -286,6 +289,9 @@ class ToolRegistry:
             if definition is None:
                 return "exclusive", None
             if type(definition) is DefinedTool:
+                # Fast path ≡ the else branch, for define_tool's own definitions (no option:
+                # no parse; _parse reuses the snapshot's UTF-8 flag); pinned by
+                # benchmarks/bench_batch.py.
                 if definition._is_concurrency_safe is None:
                     return "exclusive", None  # nothing to ask: skip parsing the arguments
                 snapshot = materialize_arguments(input.arguments)
@@ -309,30 +315,39 @@ class ToolRegistry:
         called are not waited for, nor are calls on other threads' event loops started
         after it (a registry may serve several loops). Always reaches a checkpoint.
         """
-        waiter = AbortController()  # aborted, from whichever thread, once drained
-        with self._idle_lock:
+        waiter = _IdleWaiter()  # its signal aborts, from whichever thread, once drained
+        with self._idle_lock:  # allocates nothing: see _left
             target = self._epoch
             self._epoch = target + 1
             in_flight = self._in_flight
             in_flight[target + 1] = 0
-            for epoch, count in list(in_flight.items()):
-                if not count and epoch <= target:
-                    del in_flight[epoch]  # an older generation with nothing in flight
-            drained = self._drained(target)
+            if not in_flight[target]:  # the generation that ends here has nothing in flight
+                self._forget(target)
+            waiter.target = target
+            drained = self._floor > target
             if not drained:
-                self._idle_waiters.append((target, waiter))
+                self._idle_waiters.append(waiter)
         if drained:
             await anyio.lowlevel.checkpoint()
             return
+        signal = waiter.controller.signal
         try:
-            await waiter.signal.wait()
+            await signal.wait()
         finally:
-            if not waiter.signal.aborted:  # cancelled: nobody is to wake it now
+            if not signal.aborted:  # cancelled: nobody is to wake it now
                 with self._idle_lock:
-                    self._idle_waiters.remove((target, waiter))
+                    waiters = self._idle_waiters
+                    if waiter in waiters:  # identity: no __eq__; _left may have taken it
+                        waiters.remove(waiter)
 
-    def _drained(self, target: int) -> bool:
-        return not any(count for epoch, count in list(self._in_flight.items()) if epoch <= target)
+    def _forget(self, epoch: int) -> None:
+        """Under ``_idle_lock``: generation ``epoch`` has drained; move the floor past it."""
+        in_flight = self._in_flight
+        in_flight.pop(epoch, None)
+        floor = self._floor
+        while floor not in in_flight:  # the current generation is always a key
+            floor += 1
+        self._floor = floor
 
     def _left(self, epoch: int) -> None:
         """The last call of an older generation has published: wake whom it was holding.
@@ -343,16 +358,22 @@ class ToolRegistry:
         ``_idle_lock``, and a waiter is an abort signal, which wakes its own loop from any
         thread. The hot paths' read-and-update of a count (`_new_run`, `_publish`) has no
         call in it, so with the GIL no other thread runs in between.
+
+        Nothing under ``_idle_lock`` allocates, so no garbage collection — and no finalizer
+        — runs inside it: a finalizer may close a suspended call, whose publishing ends up
+        here, in the thread that holds the lock (contract §2, threads and finalizers). Hence
+        the floor: a waiter's generation has drained once the floor has passed it, a test
+        that needs no iteration (the waiters are kept oldest first).
         """
+        woken: list[_IdleWaiter] = []
         with self._idle_lock:
-            in_flight = self._in_flight
-            in_flight.pop(epoch, None)
+            self._forget(epoch)
             waiters = self._idle_waiters
-            woken = [waiter for waiter in waiters if self._drained(waiter[0])]
-            for waiter in woken:
-                waiters.remove(waiter)
-        for _target, controller in woken:
-            controller.abort()
+            floor = self._floor
+            while waiters and waiters[0].target < floor:
+                woken.append(waiters.pop(0))
+        for waiter in woken:
+            waiter.controller.abort()
 
     async def execute(self, input: ToolExecutionInput) -> ToolResult:
         """Run one call through the pipeline and return its one published result.
@@ -371,6 +392,8 @@ class ToolRegistry:
         # The run holds what it needs of the input: the caller's input is not kept alive
         # (nor its arguments) while the call is in flight.
         del input
+        # The stages, unrolled (run_tool_calls drives the same ones): each is awaited only if
+        # it has something to await; pinned by benchmarks/bench_overhead.py "define_tool".
         step = self._stage_before(run)
         if step is not None:
             await step
@@ -395,7 +418,8 @@ class ToolRegistry:
         if self._pre.items or self._guards.items:
             return self._before_dispatch(run)
         if run._caller_signal._aborted:
-            # _before_dispatch without listeners: only its cancellation check.
+            # Fast path ≡ `_before_dispatch` with no listener (its last check, contract §5.4),
+            # without its coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
             run._result = aborted_result(body_invoked=False)
         return None
 
@@ -407,6 +431,8 @@ class ToolRegistry:
             return self._dispatch(run)
         if self._hooks:  # tracing hook
             return self._invoke_hooked(run, True)
+        # Fast path ≡ `_dispatch` with an empty chain: the body's dispatch is the whole stage
+        # (`stage=True`), one coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
         return self._invoke_body(run, True)
 
     def _stage_after(self, run: Run, *, checkpoint: bool = True) -> Awaitable[object] | None:
@@ -420,12 +446,11 @@ class ToolRegistry:
             return self._guarded(run, anyio.lowlevel.checkpoint()) if checkpoint else None
         if self._post.items:
             return self._after_dispatch(run)
-        # _after_dispatch without listeners: only its cancellation check.
+        # Fast path ≡ `_after_dispatch` with no listener: only `_after_abort`, called only when
+        # the caller aborted; pinned by benchmarks/bench_overhead.py "define_tool".
         result = run._result
-        if result is not None and not result.is_error and run._caller_signal._aborted:
-            run._result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-            )
+        if result is not None and run._caller_signal._aborted:
+            run._result = _after_abort(run, result)
         return None
 
     async def _guarded(self, run: Run, step: Awaitable[None]) -> None:
@@ -479,7 +504,9 @@ class ToolRegistry:
         if definition is None:
             finalizer = None
         elif type(definition) is DefinedTool:
-            finalizer = definition._finalize  # None without the option: nothing to call
+            # Fast path ≡ `definition.finalize_content`, but None without the option: nothing
+            # to call at publish; pinned by benchmarks/bench_overhead.py "define_tool".
+            finalizer = definition._finalize
         else:
             finalizer = definition.finalize_content
         parent = input.parent
@@ -529,6 +556,8 @@ class ToolRegistry:
         root_call_id = input.root_call_id
         problem: str | None = None
         if type(call_id) is str and type(name) is str and type(root_call_id) in _ROOT_TYPES:
+            # Fast path ≡ `_text_fields` for exact strings; pinned by
+            # benchmarks/bench_overhead.py "define_tool".
             root_call_id = root_call_id or call_id
         else:
             call_id, name, root_call_id, problem = _text_fields(call_id, name, root_call_id)
@@ -701,10 +730,8 @@ class ToolRegistry:
         """Record what the dispatch chain returned: contexts merged, cancellation applied."""
         if run._contexts:
             result = _with_contexts(result, (*run._contexts, *result.additional_contexts))
-        if not result.is_error and run._caller_signal._aborted:
-            result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-            )
+        if run._caller_signal._aborted:  # _after_abort only when it can change anything
+            result = _after_abort(run, result)
         run._result = result
 
     async def _invoke_body(self, run: Run, stage: bool = False) -> ToolResult:
@@ -723,6 +750,8 @@ class ToolRegistry:
             else:
                 try:
                     if type(definition) is DefinedTool:
+                        # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag;
+                        # pinned by benchmarks/bench_overhead.py "define_tool".
                         args = definition._parse(run._arguments, run._utf8)
                     else:
                         args = definition.parse_arguments(run._arguments)
@@ -827,11 +856,7 @@ class ToolRegistry:
                 return
             finally:
                 chain.close()
-            if not result.is_error and run._caller_signal._aborted:
-                result = aborted_result(
-                    body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
-                )
-            run._result = result
+            run._result = _after_abort(run, result)
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -844,7 +869,9 @@ class ToolRegistry:
         if kind is Accept:
             accept = cast("Accept", decision)
             if accept.content is None and not accept.additional_contexts:
-                return result  # a plain Accept() changes nothing
+                # Fast path ≡ the `_with_contexts` below with no new context; pinned by
+                # benchmarks/bench_overhead.py "define_tool+4".
+                return result
             contexts = (*result.additional_contexts, *accept.additional_contexts)
             if accept.content is None:
                 return _with_contexts(result, contexts)
@@ -947,7 +974,9 @@ class ToolRegistry:
         finally:
             if self._hooks:  # tracing hook: the call's span ends with its one result
                 _hooks.published(self._hooks, run, result)
-            # wait_idle(): this call has left its generation.
+            # wait_idle(): this call has left its generation. Counted out inline, without the
+            # lock: `_left` only when an older generation empties, the one case with a waiter
+            # to wake (see `_left`); pinned by benchmarks/bench_overhead.py "define_tool".
             epoch = run._epoch
             count = self._in_flight[epoch] - 1
             if count or epoch == self._epoch:
@@ -960,6 +989,17 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"<ToolRegistry tools={list(self._tools)!r}>"
+
+
+@final
+class _IdleWaiter:
+    """One `ToolRegistry.wait_idle` call: made before the lock, so the lock allocates nothing."""
+
+    __slots__ = ("controller", "target")
+
+    def __init__(self) -> None:
+        self.target = 0  # the newest generation it waits for
+        self.controller = AbortController()
 
 
 def _text_fields(
@@ -993,13 +1033,17 @@ def _body_success(
     """The body's output, validated, frozen and rendered (contract §6)."""
     raw = definition.serialize_output(output)
     try:
+        # Fast path ≡ `materialize(raw)`, which returns an exact str as it is; pinned by
+        # benchmarks/bench_overhead.py "define_tool".
         value = raw if type(raw) is str else materialize(raw)
     except MaterializationError as error:
         raise ToolOutputError(
             f'tool "{run._name}" returned output that is not losslessly JSON-serializable ({error})'
         ) from None
     if type(definition) is DefinedTool and definition._render is None:
-        return rendered_success(value)  # what its render would give
+        # Fast path ≡ the line below (its render is `render_value`), built in one go; pinned
+        # by benchmarks/bench_overhead.py "define_tool".
+        return rendered_success(value)
     return materialized_success(value, definition.render(args, value))
 
 
@@ -1037,10 +1081,25 @@ def _body_settled(run: Run, result: ToolResult) -> ToolResult:
     # Most deadlines never pass: only one that did can own the body's signal.
     if type(deadline) is Deadline and deadline._reason is not None and deadline.owns(run._host):
         result = deadline.timed_out(result)
-    if not result.is_error and run._caller_signal._aborted:
-        result = aborted_result(body_invoked=True)
+    if run._caller_signal._aborted:  # _after_abort only when it can change anything
+        result = _after_abort(run, result)
     run._body_result = result
     return result
+
+
+def _after_abort(run: Run, result: ToolResult) -> ToolResult:
+    """What the caller's abort makes of ``result`` once a stage has produced it (contract §5).
+
+    The one rule for an abort that lands while the body, a wrapper or post-execute runs:
+    a success becomes ``ABORTED`` if the body was invoked, else ``ABORTED_BEFORE_DISPATCH``,
+    with its contexts; a failure stays (cancellation never replaces a failure). Every stage
+    applies it through this function. Host cancellation is `_settle_interrupted`'s.
+    """
+    if result.is_error or not run._caller_signal._aborted:
+        return result
+    return aborted_result(
+        body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+    )
 
 
 def _stage_failure(
@@ -1057,7 +1116,8 @@ def _stage_failure(
         caller = run._caller_signal
         if not (caller._aborted and error is caller._reason):
             return None
-        error.__traceback__ = None
+        # BaseException's own method: a reason's override (or __traceback__ setter) may raise.
+        BaseException.with_traceback(error, None)
         error = AbortError(error)
     return failure_from_exception(error, additional_contexts=contexts)
 

@@ -45,9 +45,13 @@ __all__ = ["DispatchView", "Run", "_body_failure", "_is_abort_reason"]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
 
-# Guards the one-time fusion of a body's signal: an async body may read ``exec.signal`` from
-# a thread of its own while the event loop's thread reads it too.
-_fusing = threading.Lock()
+# Guards the one-time fusion of a body's signal (and minting of a token): an async body may
+# read ``exec.signal`` from a thread of its own while the event loop's thread reads it too.
+# Re-entrant, as the signal module's lock is: a garbage collection at any allocation inside
+# may run a finalizer that reads another execution's signal or token in this very thread (a
+# collected body coroutine whose ``finally`` checks ``exec.signal``). So each section
+# allocates first and then publishes its result in stores that allocate nothing.
+_fusing = threading.RLock()
 _new_token = object.__new__  # ExecutionToken without its guarding __init__, as mint_token
 
 
@@ -142,7 +146,6 @@ class Run:
         with _fusing:
             handed = self._pending
             if handed is not None:
-                self._pending = None
                 caller = self._caller_signal
                 # Without wrappers the body is handed the caller's own signal: one source.
                 sources: tuple[AbortSignal, ...] = (
@@ -152,8 +155,12 @@ class Run:
                 if deadline is not None:
                     sources = deadline.sources(sources)
                 fusion = fuse_owned(*sources)
-                self._fusion = fusion
-                self._signal = fusion.signal
+                if self._pending is handed:
+                    self._pending = None
+                    self._fusion = fusion
+                    self._signal = fusion.signal
+                else:  # a finalizer run by the allocations above fused it first
+                    fusion.close()
         return self._signal  # type: ignore[no-any-return]
 
     @property
@@ -175,10 +182,11 @@ class Run:
         with _fusing:
             token = self._token
             if type(token) is not ExecutionToken:
-                level = token
-                token = _new_token(ExecutionToken)
-                token._thread_level = level
-                self._token = token
+                minted = _new_token(ExecutionToken)
+                minted._thread_level = token
+                token = self._token
+                if type(token) is not ExecutionToken:  # no finalizer minted one meanwhile
+                    self._token = token = minted
         return token
 
     @property
@@ -444,7 +452,9 @@ def _body_failure(run: Run, error: BaseException) -> ToolFailure:
         host = run._host
         if error is run._caller_signal._reason or (host is not None and error is host._reason):
             # One shared reason raised by many bodies must not keep their frames alive.
-            error.__traceback__ = None
+            # BaseException's own method: a reason's override (or __traceback__ setter) may
+            # raise, and the call would end in that error instead of ABORTED.
+            BaseException.with_traceback(error, None)
         return aborted_result(body_invoked=run._body_invoked)
     return failure_from_exception(error)
 

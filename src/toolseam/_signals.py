@@ -135,9 +135,10 @@ class AbortSignal:
         if not self._aborted:
             return
         reason = self._reason
-        # type(), not isinstance(): a hostile reason's __class__ could raise.
+        # type(), not isinstance(): a hostile reason's __class__ could raise; and
+        # BaseException's own with_traceback, as a reason may override it with one that raises.
         if issubclass(type(reason), Exception):
-            raise cast("Exception", reason).with_traceback(None)
+            raise BaseException.with_traceback(cast("Exception", reason), None)
         raise AbortError(reason)
 
     def add_listener(self, callback: Listener, /) -> Registration:
@@ -177,8 +178,9 @@ class AbortSignal:
         if self._aborted:
             await anyio.lowlevel.checkpoint()
             return
-        # The backend's own wait: an abort then costs one listener call and the loop's
-        # wake-up, as an Event would (anyio's Event adds a layer on each side).
+        # Fast paths ≡ the anyio.Event wait at the end, with the backend's own wait: an abort
+        # then costs one listener call and the loop's wake-up, as an Event would (anyio's
+        # Event adds a layer on each side); pinned by benchmarks/bench_cancel_latency.py.
         loop = _running_loop()
         if loop is not None:
             future = loop.create_future()
@@ -222,7 +224,7 @@ class AbortSignal:
         def wake(_signal: AbortSignal) -> None:
             nonlocal done
             if _get_ident() == loop_thread:
-                if not done:  # reschedule(), inline: this runs on every abort
+                if not done:  # ≡ reschedule(), inline: on every abort (bench_cancel_latency)
                     done = True
                     lowlevel.reschedule(task)
                 return
@@ -407,14 +409,15 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
     """
     listeners: dict[int, Listener] | None = None  # of ``root``, once detached
     calls: Sequence[tuple[Listener, AbortSignal]] = ()
-    _acquire()  # bound: cheaper than the with statement, on every abort
+    _acquire()  # ≡ `with _lock:`, cheaper bound (bench_cancel_latency.py), on every abort
     try:
         if root._aborted:
             return None
         dependents = root._dependents
         if dependents is None:
-            # Nothing fused from it, the common case: no walk, no lists. The listeners are
-            # detached under the lock, and emptied once taken (see AbortSignal._attach).
+            # Fast path ≡ `_abort_fused` of a signal nothing is fused from: no walk, no lists;
+            # pinned by benchmarks/bench_cancel_latency.py "AbortSignal.wait". The listeners
+            # are detached under the lock, and emptied once taken (see AbortSignal._attach).
             root._aborted = True
             root._reason = reason
             listeners = root._listeners
@@ -422,7 +425,9 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
                 return None
             root._listeners = None
         elif len(dependents) == 1 and root._listeners is None:
-            # One signal fused from it and nothing else (a tool body's signal): no walk.
+            # Fast path ≡ `_abort_fused` of a signal with one fused dependent and no listener
+            # of its own (a caller's signal and its body's): no walk; pinned by
+            # benchmarks/bench_cancel_latency.py "tool body".
             [fused] = dependents
             if fused._dependents is not None:
                 calls = _abort_fused(root, reason)
@@ -448,7 +453,9 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
             # Taken and emptied in one call (see AbortSignal._attach): cheaper than
             # unpacking the values alone.
             callback = listeners.popitem()[1]
-            try:  # _run_listener, without its frame: one listener is the common case
+            # Fast path ≡ `_run_listener(callback, root)` without its frame: one listener is
+            # the common case; pinned by benchmarks/bench_cancel_latency.py.
+            try:
                 callback(root)
             except BaseException as error:
                 return _listener_raised(callback, error)
@@ -504,7 +511,8 @@ class AbortController:
     __slots__ = ("_signal",)
 
     def __init__(self) -> None:
-        # AbortSignal(_KEY) without its guarding __init__: one controller per call.
+        # ≡ AbortSignal(_KEY) without its guarding __init__: one controller per call; pinned
+        # by benchmarks/bench_overhead.py (each call builds a controller).
         signal = _new_signal(AbortSignal)
         signal._aborted = False
         signal._reason = None
@@ -530,8 +538,8 @@ class AbortController:
         if signal._aborted:
             return
         if reason is None:
-            # AbortError(), without its __init__ (its reason is the class's None): one per
-            # abort without a reason.
+            # ≡ AbortError(), without its __init__ (its reason is the class's None): one per
+            # abort without a reason; pinned by benchmarks/bench_cancel_latency.py.
             reason = _new_exception(AbortError)
         interrupt = _trigger(signal, reason)
         if interrupt is not None:
@@ -629,7 +637,8 @@ def fuse_owned(*signals: AbortSignal) -> FusedSignal:
 
 def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) -> FusedSignal:
     """A new signal fused from ``sources`` (distinct ``signals``), in one locked step."""
-    # AbortSignal(_KEY) without its guarding __init__, as in AbortController.
+    # ≡ AbortSignal(_KEY) without its guarding __init__, as in AbortController (one fusion
+    # per body that reads its signal: benchmarks/bench_cancel_latency.py "tool body").
     fused = _new_signal(AbortSignal)
     fused._aborted = False
     fused._reason = None

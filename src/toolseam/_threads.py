@@ -152,8 +152,12 @@ async def _run_job(run: Run, job: _Job, host: AbortSignal, call: Callable[[], T]
         try:
             return call()
         except BaseException as error:
+            # Kept here and raised again in the event loop's thread, never handed to the
+            # thread machinery: anyio's and trio's hand-offs call methods of the exception
+            # (``isinstance``, ``with_traceback``), and one that raises there loses the
+            # thread's outcome, so the call would wait for ever (contract §8).
             job.error = error
-            raise
+            return None
         finally:
             job.finished.abort()
 
@@ -181,7 +185,10 @@ async def _run_job(run: Run, job: _Job, host: AbortSignal, call: Callable[[], T]
         raise
     if job.withdrawn:  # pragma: no cover - only set on the cancellation path above
         raise AssertionError("a withdrawn job returned")
-    return result  # type: ignore[return-value]  # only None when withdrawn
+    error = job.error
+    if error is not None:
+        raise error
+    return result  # type: ignore[return-value]  # only None when withdrawn or raised
 
 
 def _stopped_for_host(error: BaseException, host: AbortSignal) -> bool:

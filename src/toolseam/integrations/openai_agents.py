@@ -35,7 +35,6 @@ if _importlib_util.find_spec("agents") is None:  # pragma: no cover - only witho
 
 import copy
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
@@ -48,6 +47,7 @@ from typing_extensions import TypedDict
 from .._capabilities import ToolEvent
 from .._definitions import ToolSchema
 from .._json import FrozenDict, JsonValue, MaterializationError, materialize
+from .._jsontext import loads
 from .._registry import ToolRegistry
 from .._signals import AbortController
 from .._views import ToolExecution, ToolExecutionInput, ToolHost
@@ -184,8 +184,9 @@ def _invoker(
 ) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
     async def on_invoke_tool(ctx: ToolContext[Any], json_args: str) -> str:
         try:
-            arguments: JsonValue = json.loads(json_args) if json_args else {}
-        except (ValueError, RecursionError) as error:
+            # At any depth (contract §5.2): json.loads gives up about a thousand levels down.
+            arguments: JsonValue = loads(json_args) if json_args else {}
+        except ValueError as error:
             return f"Error: the tool call's arguments could not be read as JSON ({error})"
         user = resolve_host(host_option, ctx)
 

@@ -41,7 +41,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
 from .._definitions import ToolSchema
-from .._errors import AbortError
+from .._errors import AbortError, type_name
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
@@ -104,7 +104,7 @@ class RunningCalls:
     def enter(self, controller: AbortController) -> None:
         """Track a call's controller; abort it at once if the server is closing."""
         if self._closed is not None:
-            controller.abort(AbortError(self._closed))
+            _abort(controller, self._closed)
         self._controllers.add(controller)
 
     def leave(self, controller: AbortController) -> None:
@@ -121,7 +121,7 @@ class RunningCalls:
         if self._closed is None:
             self._closed = reason
         for controller in list(self._controllers):
-            controller.abort(AbortError(self._closed))
+            _abort(controller, self._closed)
 
     async def wait_idle(self) -> None:
         """Return once no call is running (each has published its one result)."""
@@ -129,6 +129,24 @@ class RunningCalls:
         while self._controllers:
             self._idle = anyio.Event()
             await self._idle.wait()
+
+
+def _abort(controller: AbortController, reason: str) -> None:
+    """Abort a call on the client's or the server's behalf; never raises.
+
+    An abort listener's ``KeyboardInterrupt`` or ``SystemExit`` leaves ``abort()`` once every
+    listener has run (contract §2). Here it must not cut the path short — the other calls of a
+    shutdown still have to be aborted, a cancelled request still has to settle — so it is
+    logged and contained, as on the registry's own host-cancellation path.
+    """
+    try:
+        controller.abort(AbortError(reason))
+    except (KeyboardInterrupt, SystemExit) as interrupt:
+        logger.error(
+            "an abort listener raised %s while the MCP server aborted a call; contained",
+            type_name(type(interrupt)),
+            exc_info=interrupt,
+        )
 
 
 def _disconnected(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
@@ -166,11 +184,11 @@ async def _execute(
             if disconnected is not None:
                 await disconnected.wait()
                 if not settled:
-                    controller.abort(AbortError(_DISCONNECTED))
+                    _abort(controller, _DISCONNECTED)
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             if not settled:
-                controller.abort(AbortError(_CANCELLED))
+                _abort(controller, _CANCELLED)
             raise
 
     calls.enter(controller)
