@@ -257,20 +257,28 @@ def mcp_conformance(session: nox.Session) -> None:
         )
     session.install(".[mcp]")
     tmp = Path(session.create_tmp())
+    # Two prefixes: an `npm install --no-save` removes what an earlier one put in its prefix.
     prefix = tmp / "npm"
-    packages = [MCP_CONFORMANCE]
+    install = [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel", "error"]
+    session.run(*install, "--prefix", str(prefix), MCP_CONFORMANCE, external=True)
     node = shutil.which("node")
     if node is None or _node_major(node) < MCP_CONFORMANCE_NODE:
-        packages.append(_node_package())
-    session.run(
-        npm, "install", "--prefix", str(prefix), "--no-save", "--no-audit", "--no-fund",
-        "--loglevel", "error", *packages, external=True,
-    )  # fmt: skip
-    if len(packages) > 1:
-        binaries = sorted(prefix.glob("node_modules/node-*/bin/node*"))
-        if not binaries:
-            session.error(f"{packages[1]} installed no node binary under {prefix}")
-        node = str(binaries[0])
+        # npm's `node-<platform>-<arch>` packages ship node itself (not every platform has 22).
+        package = _node_package()
+        node_prefix = tmp / "node"
+        session.run(
+            *install, "--prefix", str(node_prefix), package, external=True, success_codes=[0, 1]
+        )
+        found = [
+            *node_prefix.glob("node_modules/node-*/bin/node"),
+            *node_prefix.glob("node_modules/node-*/node.exe"),
+        ]
+        if not found:
+            session.error(
+                f"the MCP conformance suite needs node >= {MCP_CONFORMANCE_NODE}, and npm has no "
+                f"{package} for this machine: install node {MCP_CONFORMANCE_NODE} or newer"
+            )
+        node = str(found[0])
     assert node is not None
     suite = prefix / "node_modules" / "@modelcontextprotocol" / "conformance"
     version = json.loads((suite / "package.json").read_text())["version"]
