@@ -33,6 +33,13 @@ FINAL_CLASSES = [
     "FrozenList",
     "ToolCall",
     "CallOutcome",
+    "ToolHost",
+    "ProgressEvent",
+    "LogEvent",
+    "ElicitationRequest",
+    "Elicited",
+    "SamplingRequest",
+    "Sampled",
 ]
 
 
@@ -77,5 +84,8 @@ def test_codes_are_final_literals() -> None:
         "UNKNOWN_TOOL",
         "INVALID_ARGS",
         "INVALID_TOOL_OUTPUT",
+        "TOOL_ERROR_WITHOUT_CODE",
     ):
         assert annotations[code] == "Final", code
+    for code in ("CAPABILITY_UNAVAILABLE", "CAPABILITY_FAILED"):
+        assert toolseam._capabilities.__annotations__[code] == "Final", code

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from support import TextArgs, make_input, registry_with_echo
+from support import Published, TextArgs, make_input, registry_with_echo
 from toolseam import (
+    TOOL_ERROR_WITHOUT_CODE,
     AbortController,
     ErrorInfo,
     Next,
@@ -16,6 +17,7 @@ from toolseam import (
     ToolCall,
     ToolDispatchExecution,
     ToolError,
+    ToolErrorDetail,
     ToolExecution,
     ToolFailure,
     ToolRegistry,
@@ -93,23 +95,88 @@ class TestToolErrorCodes:
         assert result.error.message == "daily quota used up"
         assert result.error.info == ErrorInfo("QuotaExceeded", "QUOTA_EXCEEDED")
 
-    def test_a_subclass_without_any_code_fails_where_it_is_defined(self) -> None:
-        with pytest.raises(TypeError) as info:
+    def test_a_subclass_without_a_class_code_is_definable(self) -> None:
+        """Regression (issue 25): defining one raised TypeError at class definition."""
 
-            class NoCode(ToolError):
-                pass
+        class DiskFull(ToolError):
+            pass
 
-        assert str(info.value) == (
-            'ToolError subclass NoCode needs a code: set a class attribute (code = "...") '
-            "or define __init__ passing code= to ToolError.__init__"
+        error = DiskFull("disk full", code="ENOSPC")
+        assert (error.code, error.message, str(error)) == ("ENOSPC", "disk full", "disk full")
+
+    async def test_a_subclass_raised_with_its_code_reaches_the_result(self) -> None:
+        class DiskFull(ToolError):
+            pass
+
+        @define_tool(name="t", description="")
+        async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            raise DiskFull("disk full", code="ENOSPC")
+
+        registry = ToolRegistry()
+        registry.register(tool)
+        result = await registry.execute(make_input("t"))
+        assert isinstance(result, ToolFailure)
+        assert result.error == ToolErrorDetail("disk full", ErrorInfo("DiskFull", "ENOSPC"))
+        assert result.content == ({"type": "text", "text": "Error: disk full"},)
+
+    @pytest.mark.parametrize("sync", [False, True])
+    async def test_raised_without_any_code_is_one_coded_failure(self, sync: bool) -> None:
+        """No TypeError replaces the tool's error: the result names the class and its message."""
+
+        class DiskFull(ToolError):
+            pass
+
+        if sync:
+
+            @define_tool(name="t", description="")
+            def sync_tool(args: TextArgs, exec: ToolRunContext) -> str:
+                raise DiskFull("disk full")
+
+            tool = sync_tool
+        else:
+
+            @define_tool(name="t", description="")
+            async def async_tool(args: TextArgs, exec: ToolRunContext) -> str:
+                raise DiskFull("disk full")
+
+            tool = async_tool
+        registry = ToolRegistry()
+        registry.register(tool)
+        published = Published()
+        registry.on_result(published)
+        result = await registry.execute(make_input("t"))
+        assert published.only is result
+        assert isinstance(result, ToolFailure)
+        assert result.error == ToolErrorDetail(
+            "disk full", ErrorInfo("DiskFull", TOOL_ERROR_WITHOUT_CODE)
         )
+        assert result.code == "TOOL_ERROR_WITHOUT_CODE"
 
     def test_the_base_without_a_code(self) -> None:
-        with pytest.raises(TypeError) as info:
-            ToolError("disk full")
-        assert str(info.value) == (
-            "ToolError('disk full') needs a code: pass code=\"...\" or set a class attribute `code`"
-        )
+        error = ToolError("disk full")
+        assert (error.code, error.message) == (TOOL_ERROR_WITHOUT_CODE, "disk full")
+
+    def test_a_class_code_that_is_not_a_string_is_no_code(self) -> None:
+        class Odd(ToolError):
+            code = 5  # type: ignore[assignment]
+
+        code: object = Odd("x").code
+        assert code == TOOL_ERROR_WITHOUT_CODE
+
+    async def test_a_subclass_that_skips_the_base_init(self) -> None:
+        class Bare(ToolError):
+            def __init__(self) -> None:  # no super().__init__: no message, no code
+                pass
+
+        @define_tool(name="t", description="")
+        async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            raise Bare
+
+        registry = ToolRegistry()
+        registry.register(tool)
+        result = await registry.execute(make_input("t"))
+        assert isinstance(result, ToolFailure)
+        assert result.error.info == ErrorInfo("Bare", TOOL_ERROR_WITHOUT_CODE)
 
 
 class TestRunToolCallsInput:

@@ -37,7 +37,7 @@ from toolseam import (
 from toolseam._batch import _INPUT_FIELDS, _input
 from toolseam._run import Run
 from toolseam._timeouts import Deadline
-from toolseam._views import ToolExecutionInput, mint_token
+from toolseam._views import ToolExecutionInput, ToolHost, mint_token
 from toolseam.policies import timeout_policy
 
 
@@ -262,7 +262,7 @@ class TestBatchPool:
     def test_the_batch_builds_each_input_as_its_constructor_would(self) -> None:
         assert tuple(f.name for f in dataclasses.fields(ToolExecutionInput)) == _INPUT_FIELDS
         signal = AbortController().signal
-        values = ("c1", "p", {"text": "x"}, signal, "root", object(), mint_token(None))
+        values = ("c1", "p", {"text": "x"}, signal, "root", object(), mint_token(None), ToolHost())
         built = _input(*values)
         assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
         assert type(built) is ToolExecutionInput

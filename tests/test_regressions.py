@@ -16,11 +16,13 @@ from support import Published, TextArgs, code_of, make_input, registry_with_echo
 from toolseam import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
+    TOOL_ERROR_WITHOUT_CODE,
     AbortController,
     AbortError,
     AbortSignal,
     ApprovalRequest,
     Ask,
+    ErrorInfo,
     Next,
     PreDecision,
     ToolCall,
@@ -127,7 +129,8 @@ async def test_tool_error_with_a_raising_code_is_one_failure_not_a_fake_abort() 
     result = await registry.execute(make_input("t"))
     assert isinstance(result, ToolFailure)
     assert result.error.message == "hostile"
-    assert result.error.info is None
+    # Its code cannot be read: the failure names the class, coded as having no code.
+    assert result.error.info == ErrorInfo("HostileCode", TOOL_ERROR_WITHOUT_CODE)
     assert published.only is result
 
 

@@ -777,3 +777,58 @@ async def test_inputs_are_plain_calls_too(traced: Traced) -> None:
     )
     await registry.execute(call)
     assert traced.only.name == "execute_tool echo"
+
+
+class TestEvents:
+    """Progress and log events are span events of their call's span (contract §12)."""
+
+    @staticmethod
+    def _registry() -> ToolRegistry:
+        registry = ToolRegistry()
+
+        @define_tool(name="reports", description="")
+        async def reports(args: TextArgs, exec: ToolRunContext) -> str:
+            exec.progress(1, 2, "half way")
+            exec.log("warning", {"disk": "low"}, logger="fs")
+            exec.progress(2)
+            return "done"
+
+        @define_tool(name="sync_reports", description="")
+        def sync_reports(args: TextArgs, exec: ToolRunContext) -> str:
+            exec.progress(1, 1)
+            return "done"
+
+        registry.register(reports)
+        registry.register(sync_reports)
+        return registry
+
+    async def test_without_content(self, traced: Traced) -> None:
+        registry = self._registry()
+        instrument(registry, tracer_provider=traced.provider)
+        await registry.execute(make_input("reports"))
+        events = [(event.name, dict(event.attributes or {})) for event in traced.only.events]
+        assert events == [
+            ("toolseam.progress", {"toolseam.progress": 1, "toolseam.progress.total": 2}),
+            ("toolseam.log", {"toolseam.log.level": "warning", "toolseam.log.logger": "fs"}),
+            ("toolseam.progress", {"toolseam.progress": 2}),
+        ]
+
+    async def test_with_content(self, traced: Traced) -> None:
+        registry = self._registry()
+        instrument(registry, tracer_provider=traced.provider, capture_content=True)
+        await registry.execute(make_input("reports"))
+        progress, log, _ = traced.only.events
+        assert dict(progress.attributes or {})["toolseam.progress.message"] == "half way"
+        assert dict(log.attributes or {})["toolseam.log.data"] == '{"disk": "low"}'
+
+    async def test_from_a_worker_thread(self, traced: Traced) -> None:
+        registry = self._registry()
+        instrument(registry, tracer_provider=traced.provider)
+        await registry.execute(make_input("sync_reports"))
+        assert [event.name for event in traced.only.events] == ["toolseam.progress"]
+
+    async def test_removing_the_instrumentation_stops_listening(self, traced: Traced) -> None:
+        registry = self._registry()
+        instrument(registry, tracer_provider=traced.provider).remove()
+        assert registry._events.items == ()
+        assert registry._hooks == ()

@@ -11,6 +11,16 @@ from ._approval import ApprovalService as ApprovalService
 from ._batch import CallOutcome as CallOutcome
 from ._batch import ToolCall as ToolCall
 from ._batch import run_tool_calls as run_tool_calls
+from ._capabilities import CAPABILITY_FAILED as CAPABILITY_FAILED
+from ._capabilities import CAPABILITY_UNAVAILABLE as CAPABILITY_UNAVAILABLE
+from ._capabilities import ElicitationRequest as ElicitationRequest
+from ._capabilities import Elicited as Elicited
+from ._capabilities import LogEvent as LogEvent
+from ._capabilities import LogLevel as LogLevel
+from ._capabilities import ProgressEvent as ProgressEvent
+from ._capabilities import Sampled as Sampled
+from ._capabilities import SamplingRequest as SamplingRequest
+from ._capabilities import ToolEvent as ToolEvent
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
 from ._decisions import Ask as Ask
@@ -27,6 +37,7 @@ from ._errors import INVALID_ARGS as INVALID_ARGS
 from ._errors import INVALID_TOOL_OUTPUT as INVALID_TOOL_OUTPUT
 from ._errors import TOOL_ABORTED as TOOL_ABORTED
 from ._errors import TOOL_ABORTED_BEFORE_DISPATCH as TOOL_ABORTED_BEFORE_DISPATCH
+from ._errors import TOOL_ERROR_WITHOUT_CODE as TOOL_ERROR_WITHOUT_CODE
 from ._errors import TOOL_TIMEOUT as TOOL_TIMEOUT
 from ._errors import UNKNOWN_TOOL as UNKNOWN_TOOL
 from ._errors import AbortError as AbortError
@@ -52,6 +63,7 @@ from ._signals import AbortSignal as AbortSignal
 from ._signals import FusedSignal as FusedSignal
 from ._signals import fuse as fuse
 from ._stages import AroundDispatch as AroundDispatch
+from ._stages import EventListener as EventListener
 from ._stages import Guard as Guard
 from ._stages import Next as Next
 from ._stages import PostExecuteListener as PostExecuteListener
@@ -62,13 +74,17 @@ from ._views import ExecutionToken as ExecutionToken
 from ._views import ToolDispatchExecution as ToolDispatchExecution
 from ._views import ToolExecution as ToolExecution
 from ._views import ToolExecutionInput as ToolExecutionInput
+from ._views import ToolHost as ToolHost
 from ._views import ToolRunContext as ToolRunContext
 
 __all__ = (
+    "CAPABILITY_FAILED",
+    "CAPABILITY_UNAVAILABLE",
     "INVALID_ARGS",
     "INVALID_TOOL_OUTPUT",
     "TOOL_ABORTED",
     "TOOL_ABORTED_BEFORE_DISPATCH",
+    "TOOL_ERROR_WITHOUT_CODE",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
     "AbortController",
@@ -85,21 +101,29 @@ __all__ = (
     "CallOutcome",
     "ContentBlock",
     "Deny",
+    "ElicitationRequest",
+    "Elicited",
     "ErrorInfo",
+    "EventListener",
     "ExecutionToken",
     "FrozenDict",
     "FrozenList",
     "FusedSignal",
     "Guard",
     "JsonValue",
+    "LogEvent",
+    "LogLevel",
     "Next",
     "PostDecision",
     "PostExecuteListener",
     "PreDecision",
     "PreExecuteListener",
+    "ProgressEvent",
     "Registration",
     "ReplaceValue",
     "ResultObserver",
+    "Sampled",
+    "SamplingRequest",
     "ToolArgsError",
     "ToolCall",
     "ToolDecorator",
@@ -107,9 +131,11 @@ __all__ = (
     "ToolDispatchExecution",
     "ToolError",
     "ToolErrorDetail",
+    "ToolEvent",
     "ToolExecution",
     "ToolExecutionInput",
     "ToolFailure",
+    "ToolHost",
     "ToolNotFoundError",
     "ToolOutputError",
     "ToolRegistry",

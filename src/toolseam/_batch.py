@@ -22,7 +22,7 @@ from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import Run
 from ._signals import AbortController, AbortSignal
-from ._views import ExecutionToken, ToolExecutionInput
+from ._views import ExecutionToken, ToolExecutionInput, ToolHost
 
 __all__ = ["CallOutcome", "ToolCall", "run_tool_calls"]
 
@@ -62,6 +62,7 @@ async def run_tool_calls(
     agent: object | None = None,
     parent: ExecutionToken | None = None,
     root_call_id: str | None = None,
+    host: ToolHost | None = None,
 ) -> list[CallOutcome]:
     """Run one turn's tool calls and return exactly one outcome per call, in model order.
 
@@ -91,6 +92,8 @@ async def run_tool_calls(
             nesting level instead of queueing for the one it holds). ``None`` for a model
             turn.
         root_call_id: With ``parent``: the composite call's ``exec.root_call_id``.
+        host: What the caller offers every call's body (progress and log sinks,
+            elicitation, sampling); a composite tool passes its own ``exec.host``.
 
     Raises:
         ValueError: Two calls share a ``call_id``, or ``max_parallel < 1``.
@@ -122,7 +125,7 @@ async def run_tool_calls(
                 raise ValueError(f"duplicate call_id {call_id!r} in one batch")
             seen.add(call_id)
         inputs.append(
-            _input(raw_id, call.name, call.arguments, signal, root_call_id, agent, parent)
+            _input(raw_id, call.name, call.arguments, signal, root_call_id, agent, parent, host)
         )
     outcomes: list[CallOutcome | None] = [None] * len(batch)
     held: list[BaseException] = []  # what publishing a call raised (see _publish)
@@ -190,7 +193,16 @@ def _publish(registry: ToolRegistry, run: Run, held: list[BaseException]) -> Too
         return cast("ToolResult", run._result)
 
 
-_INPUT_FIELDS = ("call_id", "name", "arguments", "signal", "root_call_id", "agent", "parent")
+_INPUT_FIELDS = (
+    "call_id",
+    "name",
+    "arguments",
+    "signal",
+    "root_call_id",
+    "agent",
+    "parent",
+    "host",
+)
 (
     _set_input_call_id,
     _set_input_name,
@@ -199,6 +211,7 @@ _INPUT_FIELDS = ("call_id", "name", "arguments", "signal", "root_call_id", "agen
     _set_input_root,
     _set_input_agent,
     _set_input_parent,
+    _set_input_host,
 ) = (getattr(cast("Any", ToolExecutionInput), field).__set__ for field in _INPUT_FIELDS)
 
 
@@ -210,6 +223,7 @@ def _input(
     root_call_id: object,
     agent: object,
     parent: object,
+    host: object,
 ) -> ToolExecutionInput:
     """``ToolExecutionInput(...)`` without the frozen dataclass's ``__init__``.
 
@@ -225,6 +239,7 @@ def _input(
     _set_input_root(made, root_call_id)
     _set_input_agent(made, agent)
     _set_input_parent(made, parent)
+    _set_input_host(made, host)
     return made
 
 

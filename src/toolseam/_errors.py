@@ -22,6 +22,7 @@ __all__ = [
     "INVALID_TOOL_OUTPUT",
     "TOOL_ABORTED",
     "TOOL_ABORTED_BEFORE_DISPATCH",
+    "TOOL_ERROR_WITHOUT_CODE",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
     "AbortError",
@@ -49,6 +50,9 @@ INVALID_ARGS: Final = "INVALID_ARGS"
 
 INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
 """The tool's output did not validate, or is not losslessly JSON-serializable."""
+
+TOOL_ERROR_WITHOUT_CODE: Final = "TOOL_ERROR_WITHOUT_CODE"
+"""A `ToolError` was raised with no code: none passed, and its class defines none."""
 
 
 class AbortError(Exception):
@@ -93,13 +97,11 @@ class ToolError(Exception):
 
     Args:
         message: What went wrong, for the model and for humans.
-        code: A stable machine-readable code, such as `INVALID_ARGS`; may be left out only
-            where the class defines a ``code`` class attribute.
-
-    Raises:
-        TypeError: No ``code`` was given and the class defines none. A subclass that
-            neither defines ``code`` nor its own ``__init__`` fails already when it is
-            defined, so a tool's real error is never replaced by this one at raise time.
+        code: A stable machine-readable code, such as `INVALID_ARGS`. Left out, the
+            class attribute ``code`` is used; where the class has none either, the code is
+            `TOOL_ERROR_WITHOUT_CODE`, so the result still carries the tool's message and
+            names the class (``ErrorInfo("DiskFull", "TOOL_ERROR_WITHOUT_CODE")``). Neither
+            defining a subclass nor raising it ever raises anything else.
     """
 
     message: str
@@ -107,23 +109,13 @@ class ToolError(Exception):
     code: str
     """The machine-readable code."""
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__init__" not in cls.__dict__ and type(getattr(cls, "code", None)) is not str:
-            raise TypeError(
-                f"ToolError subclass {cls.__name__} needs a code: set a class attribute "
-                f'(code = "...") or define __init__ passing code= to ToolError.__init__'
-            )
-
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         if code is None:
-            code = getattr(type(self), "code", None)
-            if type(code) is not str:
-                raise TypeError(
-                    f'{type(self).__name__}({message!r}) needs a code: pass code="..." or '
-                    "set a class attribute `code`"
-                )
+            # Never raise here: this runs where a tool raises its error, and a TypeError
+            # would replace that error. A missing code is told in the result instead.
+            fixed = getattr(type(self), "code", None)
+            code = fixed if type(fixed) is str else TOOL_ERROR_WITHOUT_CODE
         self.message = message
         self.code = code
 

@@ -13,25 +13,22 @@ A `ToolRegistry` keeps a tuple of `CallHook` objects in ``_hooks``: empty unless
 * publish (``_publish``), once the one result is final.
 
 A registry never instrumented pays a truth test at each point (one to choose the
-innermost step of dispatch). All
-the logic lives here and in the hooks; nothing a hook raises may cost a call its result
-(contract §5): an `Exception` from a hook is logged and contained.
+innermost step of dispatch). `ToolRegistry._install_hook` adds a hook; this module sits
+below the registry and never imports it. All the logic lives here and in the hooks;
+nothing a hook raises may cost a call its result (contract §5): an `Exception` from a
+hook is logged and contained.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from ._registration import Registration
 from ._results import ToolResult
 from ._run import Run
 
-if TYPE_CHECKING:
-    from ._registry import ToolRegistry
-
-__all__ = ["CallHook", "Entered", "enter_body", "install", "leave_body", "published", "started"]
+__all__ = ["CallHook", "Entered", "enter_body", "leave_body", "published", "started"]
 
 logger = logging.getLogger("toolseam")
 
@@ -121,18 +118,3 @@ def published(hooks: tuple[CallHook, ...], run: Run, result: ToolResult) -> None
             hook.call_published(run, result)
         except Exception as error:
             _contain(hook, error)
-
-
-def install(registry: ToolRegistry, hook: CallHook) -> Registration:
-    """Add ``hook`` to ``registry``; the `Registration` takes it out again.
-
-    Later calls see the change; a call in flight may see a hook's publish without its
-    start, or its start without its publish, which is why removal is the hook's business
-    too (see `toolseam.tracing`).
-    """
-    registry._hooks = (*registry._hooks, hook)
-
-    def uninstall() -> None:
-        registry._hooks = tuple(h for h in registry._hooks if h is not hook)
-
-    return Registration(uninstall)

@@ -13,8 +13,9 @@ def nested_input(
     """Build the input of a call made from inside a tool body.
 
     Forwards ``signal=exec.signal`` (so aborting the outer call reaches the nested body),
-    ``parent=exec.token``, ``root_call_id`` and ``agent``. Nothing is ambient: a composite
-    tool hands this input to ``registry.execute`` itself.
+    ``parent=exec.token``, ``root_call_id``, ``agent`` and ``host`` (so the nested body's
+    progress and logs reach the outer caller, and it may ask that caller too). Nothing is
+    ambient: a composite tool hands this input to ``registry.execute`` itself.
 
     Args:
         exec: The calling tool's execution (its ``ToolRunContext``).
@@ -30,4 +31,5 @@ def nested_input(
         root_call_id=exec.root_call_id,
         agent=exec.agent,
         parent=exec.token,
+        host=exec.host,
     )

@@ -39,6 +39,7 @@ from ._errors import (
     type_name,
 )
 from ._json import JsonValue, MaterializationError, materialize, materialize_arguments
+from ._reach import Reach
 from ._registration import Registration
 from ._results import (
     ToolFailure,
@@ -54,6 +55,7 @@ from ._run import DispatchView, Run, _body_failure, _is_abort_reason
 from ._signals import AbortController, AbortSignal
 from ._stages import (
     AroundDispatch,
+    EventListener,
     Guard,
     Listeners,
     PostExecuteListener,
@@ -62,7 +64,7 @@ from ._stages import (
 )
 from ._threads import abort_for_host
 from ._timeouts import Deadline
-from ._views import ExecutionToken, ToolExecutionInput
+from ._views import ExecutionToken, ToolExecutionInput, ToolHost
 
 __all__ = ["ToolRegistry"]
 
@@ -125,6 +127,7 @@ class ToolRegistry:
     __slots__ = (
         "_approval",
         "_epoch",
+        "_events",
         "_guards",
         "_hooks",  # tracing hook
         "_idle_lock",
@@ -156,6 +159,7 @@ class ToolRegistry:
         self._post: Listeners[PostExecuteListener] = Listeners("post-execute listener")
         self._observers: Listeners[ResultObserver] = Listeners("result observer")
         self._guards: Listeners[Guard] = Listeners("guard")
+        self._events: Listeners[EventListener] = Listeners("event listener")
         self._hooks: tuple[_hooks.CallHook, ...] = ()  # tracing hook: see _hooks
 
     # -- setup -------------------------------------------------------------------------
@@ -239,6 +243,29 @@ class ToolRegistry:
     def add_guard(self, guard: Guard) -> Registration:
         """Add a guard: after an allowing pre-execute chain, a returned string denies."""
         return self._guards.add(guard)
+
+    def on_event(self, listener: EventListener) -> Registration:
+        """Add an event listener: it sees each progress and log event a body reports.
+
+        Called in the event loop's thread, synchronously, for calls that start after it was
+        added (each call snapshots its listeners); it must not block. An `Exception` it
+        raises is logged and contained.
+        """
+        return self._events.add(listener)
+
+    def _install_hook(self, hook: _hooks.CallHook) -> Registration:
+        """Add a call hook (tracing hook; see _hooks); the `Registration` takes it out.
+
+        Later calls see the change; a call in flight may see a hook's publish without its
+        start, or its start without its publish, which is why removal is the hook's business
+        too (see `toolseam.tracing`).
+        """
+        self._hooks = (*self._hooks, hook)
+
+        def uninstall() -> None:
+            self._hooks = tuple(h for h in self._hooks if h is not hook)
+
+        return Registration(uninstall)
 
     # -- classification ----------------------------------------------------------------
 
@@ -455,6 +482,14 @@ class ToolRegistry:
         else:
             finalizer = definition.finalize_content
         parent = input.parent
+        host = cast("object", input.host)  # an untyped caller may pass anything
+        listeners = self._events.items
+        # A call nobody listens to carries no Reach: exec.progress() then costs a check.
+        if host is None:
+            reach = Reach(None, listeners) if listeners else None
+        else:
+            # An untyped caller's garbage is left out here and fails the call in _start.
+            reach = Reach(host if type(host) is ToolHost else None, listeners)
         # wait_idle(): counted into the current generation. Read and increment with nothing
         # between that could let another thread's wait_idle() run (no call: see _left).
         epoch = self._epoch
@@ -470,6 +505,7 @@ class ToolRegistry:
             signal,
             finalizer,
             epoch,
+            reach,
         )
         if self._hooks:  # tracing hook: the call's span opens at entry (contract §12)
             _hooks.started(self._hooks, run)
@@ -505,6 +541,11 @@ class ToolRegistry:
         except MaterializationError as error:
             # contract §5.2: a materialization failure wins over everything else.
             return self._finish(run, ToolFailure.from_message(f"{ARGUMENTS_NOT_JSON} ({error})"))
+        host = cast("object", input.host)
+        if host is not None and type(host) is not ToolHost:
+            problem = (
+                f"{problem}; " if problem else ""
+            ) + f"ToolExecutionInput.host must be a ToolHost, got {type_name(type(host))}"
         if problem is not None:
             return self._finish(run, ToolFailure.from_message(problem))
         if signal._aborted:

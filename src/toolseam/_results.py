@@ -13,6 +13,7 @@ from typing import Literal, TypeAlias, cast, final
 from ._errors import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
+    TOOL_ERROR_WITHOUT_CODE,
     ToolError,
     exact_str,
     safe_str,
@@ -334,8 +335,9 @@ def failure_from_exception(
 ) -> ToolFailure:
     """Normalize an exception into a failure; never raises.
 
-    A `ToolError` surfaces ``ErrorInfo(type name, code)``; any other exception only its
-    message (and so does a `ToolError` whose ``code`` cannot be read as a string).
+    A `ToolError` surfaces ``ErrorInfo(type name, code)``, with `TOOL_ERROR_WITHOUT_CODE`
+    where its ``code`` is missing or cannot be read as a string (an untyped subclass's
+    ``__init__`` may skip ``ToolError.__init__``); any other exception only its message.
     """
     info: ErrorInfo | None = None
     kind = type(error)
@@ -346,8 +348,7 @@ def failure_from_exception(
             code = None if raw is None else (exact_str(raw) or safe_str(raw))
         except Exception:
             code = None
-        if code is not None:
-            info = ErrorInfo(type_name(kind), code)
+        info = ErrorInfo(type_name(kind), code or TOOL_ERROR_WITHOUT_CODE)
     message = describe_exception(error)
     try:
         return ToolFailure.from_message(message, info=info, additional_contexts=additional_contexts)

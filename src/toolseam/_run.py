@@ -11,17 +11,35 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast, final
+from typing import TYPE_CHECKING, Any, TypeVar, cast, final, overload
 
+from ._capabilities import (
+    Elicited,
+    LogLevel,
+    Sampled,
+    elicitation_request,
+    elicited,
+    host_failed,
+    log_event,
+    progress_event,
+    sampled,
+    sampling_request,
+    unavailable,
+)
 from ._errors import AbortError
 from ._json import JsonValue, MaterializationError, materialize
+from ._reach import Reach
 from ._results import ContentBlock, ToolFailure, ToolResult, aborted_result, failure_from_exception
 from ._signals import AbortSignal, FusedSignal, fuse_owned
 from ._timeouts import Deadline, Elsewhere
 from ._views import ExecutionToken
 
 if TYPE_CHECKING:
-    from ._views import ToolExecution
+    from collections.abc import Mapping
+
+    from ._views import ToolExecution, ToolHost
+
+T = TypeVar("T")
 
 __all__ = ["DispatchView", "Run", "_body_failure", "_is_abort_reason"]
 
@@ -55,6 +73,7 @@ class Run:
         "_name",
         "_parent",
         "_pending",
+        "_reach",
         "_result",
         "_root_call_id",
         "_signal",
@@ -76,6 +95,7 @@ class Run:
         signal: AbortSignal,
         finalizer: Finalizer | None,
         epoch: int,
+        reach: Reach | None,
     ) -> None:
         # Positional: this runs once per call, and keywords cost more to bind.
         # The thread level of the token to mint (`_the_token`), then the token itself.
@@ -106,6 +126,8 @@ class Run:
         self._in_body = False
         # The registry's wait_idle() generation this call started in.
         self._epoch = epoch
+        # The caller's host and the event listeners, if there are any (see _reach).
+        self._reach = reach
         self._final = False
         self._denied = False
         self._result = None
@@ -198,11 +220,103 @@ class Run:
         return self._parent
 
     @property
+    def host(self) -> ToolHost | None:
+        """What the caller offers the body."""
+        reach = self._reach
+        return None if reach is None else reach.host
+
+    @property
     def signal(self) -> AbortSignal:
         """The current abort signal (read-only here)."""
         if self._pending is not None:
             return self._body_signal()
         return self._signal  # type: ignore[no-any-return]
+
+    # -- capabilities (contract §5, "Capabilities") --------------------------------------
+
+    def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report progress to the caller (tool body only; ignored once it returned)."""
+        event = progress_event(progress, total, message)
+        reach = self._reach
+        if reach is not None and self._in_body:
+            reach.emit(self, event)
+
+    def log(self, level: LogLevel, data: JsonValue, *, logger: str | None = None) -> None:
+        """Send a log message to the caller (tool body only; ignored once it returned)."""
+        event = log_event(level, data, logger)
+        reach = self._reach
+        if reach is not None and self._in_body:
+            reach.emit(self, event)
+
+    @overload
+    async def elicit(self, message: str, schema: type[T]) -> Elicited[T]: ...
+
+    @overload
+    async def elicit(
+        self, message: str, schema: Mapping[str, JsonValue]
+    ) -> Elicited[Mapping[str, JsonValue]]: ...
+
+    async def elicit(self, message: str, schema: object) -> Elicited[Any]:
+        """Ask the user through the caller; carries the call's signal."""
+        self._check_in_body("elicit")
+        request, validate = elicitation_request(message, schema)
+        host = self.host
+        ask = None if host is None else host.elicit
+        if ask is None:
+            raise unavailable("elicitation", "elicit", self._name)
+        signal = self.signal
+        signal.raise_if_aborted()  # never ask for a call that has been stopped
+        try:
+            answer: object = await ask(self, request, signal)
+        except Exception as error:
+            signal.raise_if_aborted()  # the host gave up because it was told to
+            raise host_failed("elicitation", self._name, error) from error
+        # Aborted while pending: the host has withdrawn the request (it was awaited, not
+        # raced) and whatever it answered is moot.
+        signal.raise_if_aborted()
+        return elicited(answer, validate, self._name)
+
+    async def sample(
+        self,
+        messages: str | Sequence[Mapping[str, JsonValue]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: Sequence[str] = (),
+        model_preferences: Mapping[str, JsonValue] | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> Sampled:
+        """Ask the caller's model for a completion; carries the call's signal."""
+        self._check_in_body("sample")
+        request = sampling_request(
+            messages,
+            max_tokens,
+            system_prompt,
+            temperature,
+            stop_sequences,
+            model_preferences,
+            metadata,
+        )
+        host = self.host
+        ask = None if host is None else host.sample
+        if ask is None:
+            raise unavailable("sampling", "sample", self._name)
+        signal = self.signal
+        signal.raise_if_aborted()
+        try:
+            answer: object = await ask(self, request, signal)
+        except Exception as error:
+            signal.raise_if_aborted()
+            raise host_failed("sampling", self._name, error) from error
+        signal.raise_if_aborted()
+        return sampled(answer, self._name)
+
+    def _check_in_body(self, method: str) -> None:
+        if not self._in_body:
+            raise RuntimeError(f"{method}() is only available while the tool body runs")
 
     def defer_context(self, context: JsonValue) -> None:
         """Attach extra context to this call's result (tool body only)."""
@@ -269,6 +383,11 @@ class DispatchView:
         return self._run._parent
 
     @property
+    def host(self) -> ToolHost | None:
+        """What the caller offers the body."""
+        return self._run.host
+
+    @property
     def signal(self) -> AbortSignal:
         """The signal handed down to inner wrappers and the body."""
         run = self._run
@@ -318,7 +437,17 @@ def _body_failure(run: Run, error: BaseException) -> ToolFailure:
     return failure_from_exception(error)
 
 
-_FIELDS = ("token", "call_id", "root_call_id", "name", "arguments", "agent", "parent", "signal")
+_FIELDS = (
+    "token",
+    "call_id",
+    "root_call_id",
+    "name",
+    "arguments",
+    "agent",
+    "parent",
+    "host",
+    "signal",
+)
 
 
 def _read_only(view: str, field: str) -> tuple[Callable[[Any, Any], None], Callable[[Any], None]]:

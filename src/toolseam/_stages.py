@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeAlias, TypeVar, final
 
+from ._capabilities import ToolEvent
 from ._decisions import PostDecision, PreDecision
 from ._registration import Registration
 from ._results import ToolResult
@@ -12,6 +13,7 @@ from ._views import ToolDispatchExecution, ToolExecution
 
 __all__ = [
     "AroundDispatch",
+    "EventListener",
     "Guard",
     "Listeners",
     "Next",
@@ -44,6 +46,10 @@ PostExecuteListener: TypeAlias = Callable[
 
 ResultObserver: TypeAlias = Callable[[ToolExecution, ToolResult], None]
 """``(exec, result) -> None``: sees every published result exactly once."""
+
+EventListener: TypeAlias = Callable[[ToolExecution, ToolEvent], None]
+"""``(exec, event) -> None``: sees each progress and log event a body reports, in the event
+loop's thread, synchronously (it must not block)."""
 
 
 @final

@@ -117,6 +117,9 @@ async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
     """
     # Fused before the thread starts: the thread never races the event loop to make it.
     host = run._host if run._pending is None else run._body_signal()
+    reach = run._reach
+    if reach is not None:
+        reach.enter_thread()  # the body's events will come from its worker thread
     assert host is not None, "sync bodies run inside the registry's body invocation"
     token = run._the_token()
     level = token._thread_level

@@ -8,9 +8,19 @@ Observers, policies and tool bodies *borrow* the caller's cancellation: their vi
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final, overload
 
+from ._capabilities import (
+    ElicitationRequest,
+    Elicited,
+    LogEvent,
+    LogLevel,
+    ProgressEvent,
+    Sampled,
+    SamplingRequest,
+)
 from ._json import JsonValue
 from ._signals import AbortSignal
 
@@ -19,8 +29,11 @@ __all__ = [
     "ToolDispatchExecution",
     "ToolExecution",
     "ToolExecutionInput",
+    "ToolHost",
     "ToolRunContext",
 ]
+
+T = TypeVar("T")
 
 
 class _ConstructorKey:
@@ -70,6 +83,38 @@ def mint_token(parent: object) -> ExecutionToken:
 
 @final
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ToolHost:
+    """What the caller of a call offers its tool body beyond the signal (contract §5).
+
+    Given per call (``ToolExecutionInput(host=...)``, ``run_tool_calls(..., host=...)``) and
+    forwarded to nested calls by `nested_input`. Every member is optional: a body that asks
+    for a capability its caller does not offer gets a `ToolError` coded
+    ``CAPABILITY_UNAVAILABLE``, never a hang.
+
+    ``on_progress`` and ``on_log`` receive the events a body reports, in the event loop's
+    thread (a synchronous body's events are handed over to it without blocking the body),
+    synchronously: they must not block; an `Exception` they raise is logged and contained.
+    ``elicit`` and ``sample`` answer the body's requests; each receives the call's signal
+    and must withdraw its request when that signal aborts (MCP: ``notifications/cancelled``)
+    and return or raise promptly: the registry awaits it, it never races it.
+    """
+
+    on_progress: Callable[[ToolExecution, ProgressEvent], object] | None = None
+    """Receives each ``exec.progress(...)`` of the call (and of its nested calls)."""
+    on_log: Callable[[ToolExecution, LogEvent], object] | None = None
+    """Receives each ``exec.log(...)`` of the call (and of its nested calls)."""
+    elicit: (
+        Callable[[ToolExecution, ElicitationRequest, AbortSignal], Awaitable[Elicited[Any]]] | None
+    ) = None
+    """Asks the user; answers with ``Elicited(action, content)`` (content as JSON)."""
+    sample: Callable[[ToolExecution, SamplingRequest, AbortSignal], Awaitable[Sampled]] | None = (
+        None
+    )
+    """Asks the caller's model for a completion."""
+
+
+@final
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolExecutionInput:
     """What a caller hands to `ToolRegistry.execute`.
 
@@ -91,6 +136,8 @@ class ToolExecutionInput:
     """Opaque value carried through to every stage."""
     parent: ExecutionToken | None = None
     """The token of the execution that started this nested call."""
+    host: ToolHost | None = None
+    """What the caller offers the body: progress and log sinks, elicitation, sampling."""
 
 
 class ToolExecution(Protocol):
@@ -137,13 +184,25 @@ class ToolExecution(Protocol):
         ...
 
     @property
+    def host(self) -> ToolHost | None:
+        """What the caller offers the body (``None``: nothing beyond the signal)."""
+        ...
+
+    @property
     def signal(self) -> AbortSignal:
         """The current abort signal: borrowed, read-only."""
         ...
 
 
 class ToolRunContext(ToolExecution, Protocol):
-    """The tool body's view: read-only, plus `defer_context`."""
+    """The tool body's view: read-only, plus `defer_context` and the capabilities.
+
+    ``progress`` and ``log`` report to the caller and never block or fail for a slow
+    consumer; ``elicit`` and ``sample`` ask the caller and carry the call's signal (an abort
+    while one is pending withdraws it, and the method raises the signal's `AbortError`).
+    A synchronous body calls them from its worker thread: ``progress`` and ``log``
+    directly, ``elicit`` and ``sample`` through ``anyio.from_thread.run``.
+    """
 
     def defer_context(self, context: JsonValue) -> None:
         """Attach extra context to this call's result.
@@ -153,6 +212,86 @@ class ToolRunContext(ToolExecution, Protocol):
         Raises:
             ValueError: ``context`` is not losslessly JSON-serializable.
             RuntimeError: Called after the body returned.
+        """
+        ...
+
+    def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report progress to the caller (MCP: a progress notification).
+
+        Never blocks and never raises for a slow or failing consumer; ignored once the
+        body has returned. Safe from the body's worker thread.
+
+        Raises:
+            ValueError: ``progress`` or ``total`` is not a finite number.
+        """
+        ...
+
+    def log(self, level: LogLevel, data: JsonValue, *, logger: str | None = None) -> None:
+        """Send a log message to the caller (MCP: ``notifications/message``).
+
+        ``level`` is an RFC 5424 severity (``"debug"`` ... ``"emergency"``). Never blocks;
+        ignored once the body has returned. Safe from the body's worker thread.
+
+        Raises:
+            ValueError: ``level`` is not a severity, or ``data`` is not lossless JSON.
+        """
+        ...
+
+    @overload
+    async def elicit(self, message: str, schema: type[T]) -> Elicited[T]: ...
+
+    @overload
+    async def elicit(
+        self, message: str, schema: Mapping[str, JsonValue]
+    ) -> Elicited[Mapping[str, JsonValue]]: ...
+
+    async def elicit(self, message: str, schema: object) -> Elicited[Any]:
+        """Ask the user a question through the caller (MCP: ``elicitation/create``).
+
+        Args:
+            message: The question.
+            schema: The answer's shape: a `TypedDict`, dataclass or pydantic model (the
+                content comes back validated as that type), or a JSON Schema dict.
+
+        Returns:
+            The answer: accepted with its content, declined or cancelled.
+
+        Raises:
+            AbortError: The call's signal aborted (before or while the request was
+                pending; a pending request is withdrawn first).
+            ToolError: ``CAPABILITY_UNAVAILABLE`` when the caller offers no elicitation;
+                ``CAPABILITY_FAILED`` when it failed or its answer does not fit ``schema``.
+        """
+        ...
+
+    async def sample(
+        self,
+        messages: str | Sequence[Mapping[str, JsonValue]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: Sequence[str] = (),
+        model_preferences: Mapping[str, JsonValue] | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> Sampled:
+        """Ask the caller's model for a completion (MCP: ``sampling/createMessage``).
+
+        Args:
+            messages: One user message as a string, or MCP-shaped message mappings
+                (``{"role": "user", "content": {"type": "text", "text": "..."}}``).
+            max_tokens: The most tokens the completion may have.
+            system_prompt: A system prompt for the caller's model.
+            temperature: Sampling temperature.
+            stop_sequences: Where to stop.
+            model_preferences: MCP's ``modelPreferences``.
+            metadata: Provider-specific metadata.
+
+        Raises:
+            AbortError: The call's signal aborted (a pending request is withdrawn first).
+            ToolError: ``CAPABILITY_UNAVAILABLE`` or ``CAPABILITY_FAILED``, as for `elicit`.
         """
         ...
 

@@ -27,12 +27,12 @@ from opentelemetry.trace import (
 )
 
 from . import __version__
-from ._hooks import install
+from ._capabilities import ProgressEvent, ToolEvent
 from ._json import dumps
 from ._registration import Registration
 from ._registry import ToolRegistry
 from ._results import ToolFailure, ToolResult, ToolSuccess
-from ._views import ExecutionToken
+from ._views import ExecutionToken, ToolExecution
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,6 +70,10 @@ def instrument(
     ``ABORTED_BEFORE_DISPATCH``, ``TOOL_TIMEOUT``, ``INVALID_ARGS``, ...), or ``_OTHER``
     for a failure without one.
 
+    Progress and log events the body reports (``exec.progress``, ``exec.log``) become span
+    events named ``toolseam.progress`` (``toolseam.progress``, ``toolseam.progress.total``)
+    and ``toolseam.log`` (``toolseam.log.level``, ``toolseam.log.logger``).
+
     The span is the current span while the tool body runs, in its worker thread too, so
     spans the body opens are its children; so is the span of a nested call (one whose
     input names this call's token as its ``parent``, as `toolseam.nested_input` does).
@@ -82,9 +86,11 @@ def instrument(
             (``opentelemetry.trace.set_tracer_provider``), looked up per span, so one set
             later is used from then on.
         capture_content: Also record the arguments (``gen_ai.tool.call.arguments``) and,
-            on success, the output (``gen_ai.tool.call.result``) as JSON text, and a
-            failure's message as the span's status description. Off by default: these
-            may hold sensitive data.
+            on success, the output (``gen_ai.tool.call.result``) as JSON text, a
+            failure's message as the span's status description, a progress event's
+            message (``toolseam.progress.message``) and a log event's data
+            (``toolseam.log.data``, JSON text). Off by default: these may hold sensitive
+            data.
 
     Returns:
         A `Registration`: `Registration.remove` stops opening spans (calls already in
@@ -101,7 +107,8 @@ def instrument(
         raise TypeError(f"instrument(capture_content=...) must be a bool, got {flag!r}")
     tracer = trace.get_tracer("toolseam", __version__, tracer_provider)
     hook = _SpanHook(registry, tracer, capture_content=capture_content)
-    hook.installed = install(registry, hook)
+    hook.installed = registry._install_hook(hook)
+    hook.listening = registry.on_event(hook.call_event)
     return Registration(hook.remove)
 
 
@@ -120,6 +127,7 @@ class _SpanHook:
         "_removed",
         "_tracer",
         "installed",
+        "listening",
     )
 
     def __init__(self, registry: ToolRegistry, tracer: Tracer, *, capture_content: bool) -> None:
@@ -135,10 +143,13 @@ class _SpanHook:
         self._described: dict[str, _Described] = {}
         self._removed = False
         self.installed: Registration | None = None
+        self.listening: Registration | None = None
 
     def remove(self) -> None:
         """Open no more spans; leave the registry once the spans in flight have ended."""
         self._removed = True
+        if self.listening is not None:
+            self.listening.remove()  # calls in flight keep the listener they started with
         if not self._open and self.installed is not None:
             self.installed.remove()
 
@@ -199,6 +210,29 @@ class _SpanHook:
                 self._described.clear()
             self._described[name] = described
         return described
+
+    def call_event(self, exec: ToolExecution, event: ToolEvent, /) -> None:
+        """A progress or log event of a call: an event on its span (an event listener)."""
+        token = cast("Run", exec)._token  # the registry hands listeners the run itself
+        span = self._open.get(token) if type(token) is ExecutionToken else None
+        if span is None or not span.is_recording():
+            return
+        attributes: dict[str, AttributeValue]
+        if type(event) is ProgressEvent:
+            attributes = {"toolseam.progress": event.progress}
+            if event.total is not None:
+                attributes["toolseam.progress.total"] = event.total
+            if self._capture and event.message is not None:
+                attributes["toolseam.progress.message"] = event.message
+            span.add_event("toolseam.progress", attributes)
+            return
+        log = event
+        attributes = {"toolseam.log.level": log.level}
+        if log.logger is not None:
+            attributes["toolseam.log.logger"] = log.logger
+        if self._capture:
+            attributes["toolseam.log.data"] = dumps(log.data)
+        span.add_event("toolseam.log", attributes)
 
     def body_entered(self, run: Run, /) -> object:
         token = run._token

@@ -17,6 +17,8 @@ from ._driver import Call as Call
 from ._driver import Capability as Capability
 from ._driver import Driver as Driver
 from ._driver import Listen as Listen
+from ._driver import ListenerScript as ListenerScript
+from ._driver import ObserverScript as ObserverScript
 from ._driver import Outcome as Outcome
 from ._driver import Scenario as Scenario
 from ._driver import Status as Status
@@ -44,6 +46,8 @@ __all__ = (
     "Driver",
     "DriverUnavailable",
     "Listen",
+    "ListenerScript",
+    "ObserverScript",
     "Outcome",
     "Report",
     "Scenario",

@@ -2,7 +2,8 @@
 
 A driver adapts one registry. For each clause the kit hands it a `Scenario`: scripted tools
 to register, the calls to make, a `Stop` to wire to the registry's own way of cancelling,
-and optionally scripted stages (approval, an around-dispatch wrapper). The driver runs the
+and optionally scripted stages (approval, an around-dispatch wrapper, pre- and post-execute
+listeners, a result observer). The driver runs the
 calls through the registry's real tool-execution path and returns one `Outcome` per call,
 classified from what the registry produced. Each scripted body is given a `Listen`, built by
 the driver from whatever the registry offers the body to hear of cancellation (a signal, a
@@ -25,6 +26,8 @@ __all__ = [
     "Capability",
     "Driver",
     "Listen",
+    "ListenerScript",
+    "ObserverScript",
     "Outcome",
     "Scenario",
     "Status",
@@ -33,7 +36,16 @@ __all__ = [
 ]
 
 Capability: TypeAlias = Literal[
-    "host_cancel", "sync_bodies", "batch", "timeouts", "nested", "approval", "around_dispatch"
+    "host_cancel",
+    "sync_bodies",
+    "batch",
+    "timeouts",
+    "nested",
+    "approval",
+    "around_dispatch",
+    "pre_execute",
+    "post_execute",
+    "result_observer",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -45,6 +57,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     "nested",
     "approval",
     "around_dispatch",
+    "pre_execute",
+    "post_execute",
+    "result_observer",
 )
 """Every capability, in the order reports list them."""
 
@@ -168,6 +183,16 @@ WrapperScript: TypeAlias = Callable[[Call, Callable[[], Awaitable[object]]], Awa
 """The kit's scripted around-dispatch wrapper: the driver calls it around the body's dispatch
 with the registry's ``next``, and hands back to the registry whatever it returns."""
 
+ListenerScript: TypeAlias = Callable[[Call, Listen], Awaitable[None]]
+"""The kit's scripted pre- or post-execute listener: the driver awaits it inside the
+registry's own stage (before the body's dispatch, or after the body and before the result is
+returned), with a `Listen` on the signal that stage sees, and then lets the call go on as
+the stage's "carry on" answer (toolseam: ``await next()``, an ``Allow`` / ``Accept``)."""
+
+ObserverScript: TypeAlias = Callable[[Outcome], None]
+"""The kit's scripted result observer: the driver calls it from the registry's own result
+observers with the result classified, and lets what it raises reach the registry."""
+
 
 @final
 class Scenario:
@@ -180,6 +205,9 @@ class Scenario:
         "batch",
         "calls",
         "max_parallel",
+        "observer",
+        "post_execute",
+        "pre_execute",
         "stop",
         "tools",
     )
@@ -193,6 +221,9 @@ class Scenario:
         max_parallel: int = 10,
         approval: ApprovalScript | None = None,
         around: WrapperScript | None = None,
+        pre_execute: ListenerScript | None = None,
+        post_execute: ListenerScript | None = None,
+        observer: ObserverScript | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -206,6 +237,12 @@ class Scenario:
         """Ask this approver before each call (capability ``approval``)."""
         self.around: WrapperScript | None = around
         """Wrap each call's dispatch in this (capability ``around_dispatch``)."""
+        self.pre_execute: ListenerScript | None = pre_execute
+        """Await this in the registry's pre-execute stage (capability ``pre_execute``)."""
+        self.post_execute: ListenerScript | None = post_execute
+        """Await this in the registry's post-execute stage (capability ``post_execute``)."""
+        self.observer: ObserverScript | None = observer
+        """Call this from the registry's result observers (capability ``result_observer``)."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []

@@ -1,10 +1,14 @@
 """What a clause works with: scenarios, a running call, and deterministic observations.
 
 `Kit.start` runs `Driver.run` in a task of its own, inside a cancel scope that plays the
-host (`Running.host_cancel`). The moment `run` returns or raises, the probe is snapshotted in
-that same task, synchronously: that snapshot is the quiescence measurement. `Running.held`
-is the no-racing measurement: it waits until a body sits at a gate the kit keeps closed and
-every task is blocked, and reports whether the call is still pending.
+host (`Running.host_cancel`). The moment `run` returns or raises, the kit takes the next
+number of the probe's sequence and a snapshot of every record, in that same task,
+synchronously (`Probe.stamp`): that is the quiescence measurement. `Running.held` lets a
+body or stage go on past a gate only once everything else has had every chance to run
+(`Kit.let_run`), and `Running.awaited` is the no-racing verdict: the stage's ``finished_at``
+came before the call's ``returned_at``. Letting things run is never evidence: a registry
+that races its stage is caught by the order of the two numbers, and a registry that waits
+can never put them in the wrong order.
 
 The kit never races a body. Its only clock is a watchdog for registries that hang (neither
 return nor tell their body): after `WATCHDOG` seconds a wait gives up and the clause fails
@@ -25,10 +29,21 @@ from ._driver import Call, Driver, Outcome, Scenario
 from ._probe import BodyRecord, Probe
 from ._scripts import Behaviour, ScriptedTool
 
-__all__ = ["WATCHDOG", "Failed", "Kit", "Running"]
+__all__ = ["LET_RUN_ROUNDS", "WATCHDOG", "Failed", "Kit", "Running"]
 
 WATCHDOG: Final = 10.0
 """Seconds a clause waits for a registry that neither returns nor tells its body."""
+
+LET_RUN_ROUNDS: Final = 64
+"""At most this many rounds of `Kit.let_run` before the kit opens a gate regardless.
+
+A round waits until every task is blocked (`anyio.wait_all_tasks_blocked`). On trio that
+sees the whole run queue. On asyncio it counts a task whose wake-up is already queued as a
+loop callback (a done-callback of ``asyncio.wait``, a ``call_soon`` hop) as blocked, so the
+rounds go on while the loop's ready queue holds callbacks. Letting things run only widens
+the chance a racing registry has to return before the gate opens; the verdict is the
+sequence numbers.
+"""
 
 
 def _current_asyncio_task() -> asyncio.Task[object] | None:
@@ -36,6 +51,18 @@ def _current_asyncio_task() -> asyncio.Task[object] | None:
         return asyncio.current_task()
     except RuntimeError:
         return None  # not on asyncio
+
+
+def _callbacks_queued() -> bool:
+    """Whether the event loop has callbacks queued to run (trio: none outside its tasks)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False  # trio: wait_all_tasks_blocked has seen its whole run queue
+    # CPython's loops keep their ready queue in `_ready`; a loop that hides it (uvloop) gets
+    # every round.
+    ready: object = getattr(loop, "_ready", None)
+    return True if ready is None else bool(ready)  # pyright: ignore[reportUnknownArgumentType]
 
 
 class _Cancelled(Exception):
@@ -58,6 +85,7 @@ class Running:
         self.cancelled = False  # the host's cancellation propagated out of run
         self.swallowed = False  # run returned normally although the host cancelled it
         self.at_return: dict[str, BodyRecord] = {}
+        self.returned_at: int | None = None  # the probe's sequence when run returned or raised
         self._scope = anyio.CancelScope()
         self._task: asyncio.Task[object] | None = None
         self._host_cancelled = False
@@ -68,9 +96,9 @@ class Running:
         with self._scope:
             try:
                 self.outcomes = await self._kit.driver.run(self.scenario)
-                self.at_return = probe.snapshot()
+                self.returned_at, self.at_return = probe.stamp()
             except anyio.get_cancelled_exc_class():
-                self.at_return = probe.snapshot()
+                self.returned_at, self.at_return = probe.stamp()
                 if not self._host_cancelled:
                     # The registry raised a cancellation of its own: that is no result.
                     self.raised = _Cancelled("the call raised a cancellation nobody asked for")
@@ -80,7 +108,7 @@ class Running:
                     raise  # trio: the host's cancel scope catches it
                 self._task.uncancel()  # asyncio: we are the host that cancelled
             except Exception as error:
-                self.at_return = probe.snapshot()
+                self.returned_at, self.at_return = probe.stamp()
                 self.raised = error
             finally:
                 self.done = True
@@ -136,12 +164,13 @@ class Running:
         await self._kit.wait(reached, f"the body of {key!r} to be {what}")
         return probe.body(key)
 
-    async def held(self, key: str, gate: str) -> bool:
-        """Whether the call is still pending once ``key``'s body waits at ``gate``.
+    async def held(self, key: str, gate: str) -> None:
+        """Hold ``key``'s body (or stage) at ``gate`` while everything else runs; then open it.
 
-        Waits until the body sits at the (closed) gate — or finished, or `run` returned —
-        then until every task is blocked; then opens the gate. ``True`` means the
-        registry was, provably, waiting for that body.
+        Waits until it sits at the (closed) gate — or finished, or `run` returned — lets
+        every other task run (`Kit.let_run`), then opens the gate. Whether the registry
+        waited for it is `awaited`, read once the call has returned. A body torn down by
+        task cancellation at the gate fails the clause.
         """
         probe = self._kit.probe
 
@@ -150,21 +179,41 @@ class Running:
             return self.done or body.at_gate == gate or body.finished
 
         await self._kit.wait(reached, f"the body of {key!r} to reach its {gate!r} step")
-        await anyio.wait_all_tasks_blocked()
+        await self._kit.let_run()
         body = probe.body(key)
-        pending = not self.done and body.at_gate == gate
         self.open(key, gate)
         if body.torn_at == gate:
             self._kit.fail(
                 f"{key} was torn down by task cancellation at its {gate!r} step instead of "
                 "being awaited"
             )
-        return pending
+
+    def awaited(self, key: str) -> bool:
+        """Whether the call returned only after ``key``'s body or stage had finished.
+
+        The evidence is two numbers of the probe's sequence: the one the body took when it
+        finished and the one the kit took when `run` returned (or let the host's
+        cancellation go on). Call it once `finish` has returned.
+        """
+        finished_at = self._kit.probe.body(key).finished_at
+        return (
+            finished_at is not None
+            and self.returned_at is not None
+            and finished_at < self.returned_at
+        )
+
+    def not_awaited(self, key: str, what: str) -> str:
+        """Why ``key`` counts as not awaited, in words, with the sequence numbers."""
+        finished_at = self._kit.probe.body(key).finished_at
+        returned = f"the call returned at step {self.returned_at}"
+        if finished_at is None:
+            return f"{what} ({returned}; {key} had not finished by then)"
+        return f"{what} ({returned}; {key} finished at step {finished_at})"
 
     async def finish(self) -> Sequence[Outcome]:
         """Open every gate, wait for `run` to end; the outcomes it returned (if any)."""
         probe = self._kit.probe
-        await anyio.wait_all_tasks_blocked()  # let an abort or a cancellation land first
+        await self._kit.let_run()  # let an abort or a cancellation land first
         while not self.done:
             for gate in probe.waiting():
                 probe.open(gate)
@@ -195,8 +244,10 @@ class Running:
         for key, body in sorted(self.at_return.items()):
             if body.entered and not body.finished:
                 where = f" (at its {body.at_gate} step)" if body.at_gate else ""
-                kind = "thread body" if body.thread != self._kit.loop_thread else "body"
-                problems.append(f"the {kind} of {key} was still running{where}")
+                kind = body.stage
+                if kind == "body" and body.thread != self._kit.loop_thread:
+                    kind = "thread body"
+                problems.append(f"the {kind} of {key.split('@')[0]} was still running{where}")
         return problems
 
 
@@ -231,6 +282,18 @@ class Kit:
         running = self.start(scenario)
         await running.finish()
         return running
+
+    @staticmethod
+    async def let_run() -> None:
+        """Let every task and loop callback that can run, run; never evidence.
+
+        Returns once every other task is blocked with no callback queued, or after
+        `LET_RUN_ROUNDS` rounds.
+        """
+        for _ in range(LET_RUN_ROUNDS):
+            await anyio.wait_all_tasks_blocked()
+            if not _callbacks_queued():
+                return
 
     async def wait(self, condition: Callable[[], bool], what: str) -> None:
         """Wait for ``condition()``; fail the clause if the watchdog expires first."""

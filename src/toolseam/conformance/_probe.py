@@ -1,17 +1,19 @@
 """Probes: what the scripted bodies report, and the gates the kit holds them at.
 
-Every scripted body reports, under its call's key, when it enters, when it is told to stop
-(and how: through the registry's signal or by task cancellation), each side effect it makes
-and when it finishes. Bodies wait at *gates* the kit opens, so the kit can look at a call
-while a body is provably still at work: "the call is still pending while its body is held
-at a gate and every task is blocked" is a deterministic observation, and so is "the body
-had finished when ``run`` returned". Bodies may run in threads the registry starts (anyio's,
-asyncio's executor): the probe's state is lock-guarded, and a thread wakes the kit through
-the event loop's token.
+Every scripted body — and every scripted stage (approver, wrapper, listener), each under a
+key of its own — reports, under its call's key, when it enters, when it is told to stop (and
+how: through the registry's signal or by task cancellation), each side effect it makes and
+when it finishes. Each report takes the next number of one sequence (`Probe.tick`), and so
+does the kit when the registry's call returns: "the stage finished before the call
+returned" is a comparison of two numbers the probe handed out, whatever the scheduling.
+Bodies wait at *gates* the kit opens, so the kit decides when they may finish. Bodies may run
+in threads the registry starts (anyio's, asyncio's executor): the probe's state is
+lock-guarded, and a thread wakes the kit through the event loop's token.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ Told: TypeAlias = Literal["signal", "task cancellation"]
 
 @dataclass
 class BodyRecord:
-    """What one body (one key) did."""
+    """What one body or stage (one key) did; ``*_at`` are numbers of the probe's sequence."""
 
     entered: bool = False
     told: Told | None = None
@@ -39,6 +41,8 @@ class BodyRecord:
     on_loop_thread: bool = False
     torn_down: bool = False
     torn_at: str | None = None
+    stage: str = "body"
+    finished_at: int | None = None
 
 
 class Probe:
@@ -54,6 +58,7 @@ class Probe:
         self._loop_thread = threading.get_ident()
         self._token = anyio.lowlevel.current_token()
         self._changed = anyio.Event()
+        self._clock = 0
         self.finish_order: list[str] = []
         """The keys of the bodies, in the order they finished."""
         self.released: bool = False
@@ -73,21 +78,25 @@ class Probe:
 
     def snapshot(self) -> dict[str, BodyRecord]:
         """A copy of every record, taken at once."""
+        return self.stamp()[1]
+
+    def stamp(self) -> tuple[int, dict[str, BodyRecord]]:
+        """The next number of the sequence, and a copy of every record, taken at once.
+
+        What the kit records when the registry's call returns: every record whose
+        ``finished_at`` is below that number had finished before it.
+        """
         with self._lock:
-            return {
-                k: BodyRecord(
-                    b.entered,
-                    b.told,
-                    list(b.effects),
-                    b.finished,
-                    b.at_gate,
-                    b.thread,
-                    b.on_loop_thread,
-                    b.torn_down,
-                    b.torn_at,
-                )
-                for k, b in self._bodies.items()
+            self._clock += 1
+            records = {
+                k: dataclasses.replace(b, effects=list(b.effects)) for k, b in self._bodies.items()
             }
+            return self._clock, records
+
+    def _tick(self) -> int:
+        # Under the lock.
+        self._clock += 1
+        return self._clock
 
     async def until(self, condition: Callable[[], bool]) -> None:
         """Wait until ``condition()`` holds (re-checked whenever a body reports)."""
@@ -124,12 +133,15 @@ class Probe:
             is_told = self._told.get(key)
         return None if is_told is None else is_told()
 
-    def entered(self, key: str, is_told: Callable[[], bool] | None = None) -> None:
-        """A body started (records its thread, and how to ask its `Listen` later)."""
+    def entered(
+        self, key: str, is_told: Callable[[], bool] | None = None, *, stage: str = "body"
+    ) -> None:
+        """A body (or the ``stage`` named) started: records its thread, and its `Listen`."""
         ident = threading.get_ident()
 
         def change(b: BodyRecord) -> None:
             b.entered = True
+            b.stage = stage
             b.thread = ident
             b.on_loop_thread = ident == self._loop_thread
             if is_told is not None:
@@ -157,6 +169,7 @@ class Probe:
 
         def change(b: BodyRecord) -> None:
             b.finished = True
+            b.finished_at = self._tick()
             self.finish_order.append(key)
 
         self._update(key, change)

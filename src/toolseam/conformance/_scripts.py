@@ -1,23 +1,41 @@
-"""The scripted tools: bodies whose every step the probe sees (contract §11).
+"""The scripted tools and stages: bodies and listeners whose every step the probe sees (§11).
 
-Each body takes ``{"key": ...}`` and reports under that key. What a body does once it is
-told to stop is its *behaviour*; how it is told is the registry's business (`Listen`). Every
-async body that is torn down by task cancellation does what a careful body does: it records
-that, finishes its cleanup inside a shielded scope (at the ``cleanup`` gate) and re-raises.
+Each body takes ``{"key": ...}`` and reports under that key; a scripted stage (approver,
+wrapper, listener) reports under ``<call id>@<stage>``. What a body does once it is told to
+stop is its *behaviour*; how it is told is the registry's business (`Listen`). Every async
+body or stage that is torn down by task cancellation does what a careful one does: it
+records that, finishes its cleanup inside a shielded scope (at the ``cleanup`` gate) and
+re-raises.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Final, Literal, TypeAlias, final
 
 import anyio
 
-from ._driver import Call, Listen
+from ._driver import Call, Listen, WrapperScript
 from ._probe import Probe
 
-__all__ = ["PARAMETERS", "Behaviour", "ScriptedTool", "done"]
+__all__ = [
+    "PARAMETERS",
+    "Behaviour",
+    "ScriptedTool",
+    "StageBehaviour",
+    "done",
+    "listener",
+    "scripted",
+    "wait_told",
+    "wrapper",
+]
+
+StageBehaviour: TypeAlias = Literal["pass", "hold", "ignore"]
+"""A scripted listener: ``pass`` goes on at once; ``hold`` waits until told, cleans up (at
+its ``cleanup`` gate) and goes on; ``ignore`` waits until told and works on regardless (at
+its ``work`` gate)."""
 
 Behaviour: TypeAlias = Literal[
     "ok", "fail", "hold", "ignore", "fail_when_told", "slow", "nest_hold", "nest_ok"
@@ -98,41 +116,8 @@ class ScriptedTool:
         if self.sync:
             raise TypeError(f"{self.name} is a synchronous tool: call run_sync in a thread")
         key = str(arguments["key"])
-        probe = self._probe
-        probe.entered(key, listen.is_told)
-        try:
+        async with scripted(self._probe, key, "body", listen):
             return await self._script(key, listen)
-        except anyio.get_cancelled_exc_class():
-            # Torn down by task cancellation: finish the cleanup, shielded, then go.
-            probe.told(key, "task cancellation")
-            with anyio.CancelScope(shield=True):
-                await probe.gate(key, "cleanup")
-            probe.effect(key, "cleanup")
-            raise
-        finally:
-            probe.finished(key)
-
-    async def _wait_told(self, key: str, listen: Listen) -> bool:
-        """Wait until the registry tells the body to stop (or the kit gives up)."""
-        probe = self._probe
-        told = False
-        async with anyio.create_task_group() as group:
-
-            async def on_told() -> None:
-                nonlocal told
-                await listen.wait()
-                told = True
-                group.cancel_scope.cancel()
-
-            async def on_release() -> None:
-                await probe.until(lambda: probe.released)
-                group.cancel_scope.cancel()
-
-            group.start_soon(on_told)
-            group.start_soon(on_release)
-        if told:
-            probe.told(key, "signal")
-        return told
 
     async def _script(self, key: str, listen: Listen) -> str:
         probe = self._probe
@@ -154,7 +139,7 @@ class ScriptedTool:
             if listen.is_told():
                 listen.stop()
             return f"{done(key)}|{outcome.status}:{outcome.value}"
-        told = await self._wait_told(key, listen)
+        told = await wait_told(probe, key, listen)
         if behaviour == "ignore":
             await probe.gate(key, "work")  # told, and carrying on regardless
             probe.effect(key, "work")
@@ -214,3 +199,87 @@ class ScriptedTool:
                 return True
             idle.wait(_POLL)
         return False
+
+
+# -- shared by bodies and stages -----------------------------------------------------------
+
+
+@asynccontextmanager
+async def scripted(
+    probe: Probe, key: str, stage: str, listen: Listen | None = None
+) -> AsyncGenerator[None]:
+    """Report ``key`` entered, then finished (its ``finished_at``) however it ends.
+
+    Torn down by task cancellation, it records that, finishes its cleanup shielded (at the
+    ``cleanup`` gate) and lets the cancellation go on.
+    """
+    probe.entered(key, None if listen is None else listen.is_told, stage=stage)
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        probe.told(key, "task cancellation")
+        with anyio.CancelScope(shield=True):
+            await probe.gate(key, "cleanup")
+        probe.effect(key, "cleanup")
+        raise
+    finally:
+        probe.finished(key)
+
+
+async def wait_told(probe: Probe, key: str, listen: Listen) -> bool:
+    """Wait until the registry tells ``key`` to stop (or the kit gives up): whether it did."""
+    told = False
+    async with anyio.create_task_group() as group:
+
+        async def on_told() -> None:
+            nonlocal told
+            await listen.wait()
+            told = True
+            group.cancel_scope.cancel()
+
+        async def on_release() -> None:
+            await probe.until(lambda: probe.released)
+            group.cancel_scope.cancel()
+
+        group.start_soon(on_told)
+        group.start_soon(on_release)
+    if told:
+        probe.told(key, "signal")
+    return told
+
+
+async def listener(
+    probe: Probe, key: str, stage: str, behaviour: StageBehaviour, listen: Listen
+) -> None:
+    """A scripted pre- or post-execute listener reporting under ``key`` (see `StageBehaviour`)."""
+    async with scripted(probe, key, stage, listen):
+        if behaviour == "pass":
+            probe.effect(key, "work")
+            return
+        await wait_told(probe, key, listen)
+        if behaviour == "ignore":
+            await probe.gate(key, "work")  # told, and carrying on regardless
+            probe.effect(key, "work")
+            return
+        await probe.gate(key, "cleanup")
+        probe.effect(key, "cleanup")
+
+
+def wrapper(probe: Probe, hold: Literal["before", "after"]) -> WrapperScript:
+    """A scripted around-dispatch wrapper, reporting under ``<call id>@wrapper``.
+
+    It holds the call at its ``hold`` gate: ``before`` delegating (``next``), or ``after``
+    the body returned.
+    """
+
+    async def wrap(call: Call, next: Callable[[], Awaitable[object]]) -> object:
+        key = f"{call.call_id}@wrapper"
+        async with scripted(probe, key, "wrapper"):
+            if hold == "before":
+                await probe.gate(key, "before")
+            result = await next()
+            if hold == "after":
+                await probe.gate(key, "after")
+            return result
+
+    return wrap

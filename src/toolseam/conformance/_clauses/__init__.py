@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from . import batch, host, single, stages, timeouts
+from . import batch, host, listeners, single, stages, timeouts
 from ._base import CLAUSES, Clause
 
 __all__ = ["CLAUSES", "Clause"]
 
-# Report order: one call, then host cancellation, deadlines, batches, the other stages.
-_ORDER = [single, host, timeouts, batch, stages]
+# Report order: one call, then host cancellation, deadlines, batches, the other stages, the
+# listeners.
+_ORDER = [single, host, timeouts, batch, stages, listeners]
 CLAUSES.sort(key=lambda c: [m.__name__ for m in _ORDER].index(c.check.__module__))
 
-del batch, host, single, stages, timeouts
+del batch, host, listeners, single, stages, timeouts

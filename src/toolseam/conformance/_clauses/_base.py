@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .._driver import Capability, Outcome, Status
 from .._kit import Kit, Running
 
-__all__ = ["CLAUSES", "Clause", "clause", "expect_quiet", "expect_status"]
+__all__ = ["CLAUSES", "Clause", "clause", "expect_awaited", "expect_quiet", "expect_status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +71,13 @@ def expect_quiet(kit: Kit, running: Running) -> None:
     if problems:
         ended = "returned" if running.cancelled is False else "let the cancellation go on"
         kit.fail(f"when the call {ended}, " + "; ".join(problems))
+
+
+def expect_awaited(kit: Kit, running: Running, key: str, problem: str) -> None:
+    """Fail with ``problem`` unless the call returned only after ``key`` had finished.
+
+    The verdict of `Running.awaited`: two numbers of the probe's sequence, never a guess
+    about which tasks were blocked.
+    """
+    if not running.awaited(key):
+        kit.fail(running.not_awaited(key, problem))

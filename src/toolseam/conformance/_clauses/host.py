@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from .._driver import Call, Scenario
+from .._driver import Scenario
 from .._kit import Kit, Running
-from ._base import clause, describe, expect_quiet, expect_status
+from .._scripts import wrapper
+from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
 
 _SECTION = "§5, host cancellation"
 
@@ -69,9 +68,11 @@ async def _body_told(kit: Kit) -> str:
 )
 async def _awaited(kit: Kit) -> str:
     running = await _host_cancelled(kit)
-    pending = await running.held("c1", "cleanup")
+    await running.held("c1", "cleanup")
     await running.finish()
-    kit.check(pending, "the cancellation went on while the body was still cleaning up")
+    expect_awaited(
+        kit, running, "c1", "the cancellation went on while the body was still cleaning up"
+    )
     expect_quiet(kit, running)
     return "the body finished first"
 
@@ -107,13 +108,8 @@ async def _one_aborted_result(kit: Kit, *, sync: bool) -> str:
 )
 async def _never_ran(kit: Kit) -> str:
     probe = kit.probe
-
-    async def hold_before(call: Call, next: Callable[[], Awaitable[object]]) -> object:
-        await probe.gate(f"{call.call_id}@wrapper", "before")
-        return await next()
-
-    tools = [kit.tool("t", "ok")]
-    running = kit.start(Scenario(tools=tools, calls=[kit.call("t", "c1")], around=hold_before))
+    tools, calls = [kit.tool("t", "ok")], [kit.call("t", "c1")]
+    running = kit.start(Scenario(tools=tools, calls=calls, around=wrapper(probe, "before")))
     await kit.wait(
         lambda: running.done or probe.body("c1@wrapper").at_gate == "before",
         "the wrapper to hold the call",
@@ -138,9 +134,11 @@ async def _never_ran(kit: Kit) -> str:
 )
 async def _thread_awaited(kit: Kit) -> str:
     running = await _host_cancelled(kit, sync=True)
-    pending = await running.held("c1", "cleanup")
+    await running.held("c1", "cleanup")
     await running.finish()
-    kit.check(pending, "the cancellation went on while the thread body was still running")
+    expect_awaited(
+        kit, running, "c1", "the cancellation went on while the thread body was still running"
+    )
     told = kit.probe.body("c1").told is not None
     kit.check(told, "the thread body was never told of the host's cancellation")
     expect_quiet(kit, running)

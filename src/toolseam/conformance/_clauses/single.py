@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._driver import Scenario
 from .._kit import Kit
 from .._scripts import done
-from ._base import clause, describe, expect_quiet, expect_status
+from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
 
 # -- one result ------------------------------------------------------------------------
 
@@ -151,9 +151,9 @@ async def _quiescent(kit: Kit) -> str:
     running = kit.start(Scenario(tools=[kit.tool("t", "hold")], calls=[kit.call("t", "c1")]))
     await running.until("entered", "c1")
     running.abort()
-    pending = await running.held("c1", "cleanup")
+    await running.held("c1", "cleanup")
     await running.finish()
-    kit.check(pending, "the call returned while its body was still cleaning up")
+    expect_awaited(kit, running, "c1", "the call returned while its body was still cleaning up")
     expect_quiet(kit, running)
     return "pending until the body finished"
 
@@ -171,9 +171,11 @@ async def _no_racing(kit: Kit) -> str:
     if body.told == "task cancellation":
         await running.finish()
         kit.fail("the body was torn down by task cancellation: it could not carry on")
-    pending = await running.held("c1", "work")
+    await running.held("c1", "work")
     await running.finish()
-    kit.check(pending, "the call returned while the body it had told was still working")
+    expect_awaited(
+        kit, running, "c1", "the call returned while the body it had told was still working"
+    )
     expect_quiet(kit, running)
     return "still pending while the told body worked on"
 
@@ -266,9 +268,9 @@ async def _thread_awaited(kit: Kit) -> str:
     running = kit.start(Scenario(tools=tools, calls=[kit.call("t", "c1")]))
     await running.until("entered", "c1")
     running.abort()
-    pending = await running.held("c1", "cleanup")
+    await running.held("c1", "cleanup")
     await running.finish()
-    kit.check(pending, "the call returned while its thread body was still running")
+    expect_awaited(kit, running, "c1", "the call returned while its thread body was still running")
     kit.check(kit.probe.body("c1").told is not None, "the thread body was never told")
     expect_quiet(kit, running)
     return "pending until the thread returned"

@@ -7,8 +7,8 @@ from typing import Literal
 
 from .._driver import Call, Listen, Scenario
 from .._kit import Kit
-from .._scripts import done
-from ._base import clause, describe, expect_quiet, expect_status
+from .._scripts import done, scripted, wrapper
+from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
 
 Answer = Literal["approve", "reject", "cancel"]
 
@@ -21,7 +21,9 @@ def _approver(kit: Kit, answer: Answer | None) -> Callable[[Call, Listen], Await
     """
 
     async def approve(call: Call, listen: Listen) -> Answer:
-        await kit.probe.gate(f"{call.call_id}@approval", "approval")
+        key = f"{call.call_id}@approval"
+        async with scripted(kit.probe, key, "approval", listen):
+            await kit.probe.gate(key, "approval")
         if answer is not None:
             return answer
         return "cancel" if listen.is_told() else "reject"
@@ -66,9 +68,11 @@ async def _during_approval(kit: Kit) -> str:
         "the approval to be asked",
     )
     running.abort()
-    pending = await running.held("c1@approval", "approval")
+    await running.held("c1@approval", "approval")
     await running.finish()
-    kit.check(pending, "the call returned while its approval was still pending")
+    expect_awaited(
+        kit, running, "c1@approval", "the call returned while its approval was still pending"
+    )
     kit.check(not kit.probe.body("c1").entered, "the body ran although the call was aborted")
     expect_status(kit, running.outcome("c1"), "aborted_before_dispatch")
     return "awaited; ABORTED_BEFORE_DISPATCH"
@@ -126,13 +130,8 @@ async def _cancelled_vs_rejected(kit: Kit) -> str:
 )
 async def _before_delegating(kit: Kit) -> str:
     probe = kit.probe
-
-    async def hold_before(call: Call, next: Callable[[], Awaitable[object]]) -> object:
-        await probe.gate(f"{call.call_id}@wrapper", "before")
-        return await next()
-
     scenario = Scenario(
-        tools=[kit.tool("t", "ok")], calls=[kit.call("t", "c1")], around=hold_before
+        tools=[kit.tool("t", "ok")], calls=[kit.call("t", "c1")], around=wrapper(probe, "before")
     )
     running = kit.start(scenario)
     await kit.wait(
@@ -140,9 +139,11 @@ async def _before_delegating(kit: Kit) -> str:
         "the wrapper to hold the call",
     )
     running.abort()
-    pending = await running.held("c1@wrapper", "before")
+    await running.held("c1@wrapper", "before")
     await running.finish()
-    kit.check(pending, "the call returned while its wrapper was still holding it")
+    expect_awaited(
+        kit, running, "c1@wrapper", "the call returned while its wrapper was still holding it"
+    )
     kit.check(not probe.body("c1").entered, "the body ran although the call was aborted first")
     expect_status(kit, running.outcome("c1"), "aborted_before_dispatch")
     return "ABORTED_BEFORE_DISPATCH, no body"
@@ -156,13 +157,8 @@ async def _before_delegating(kit: Kit) -> str:
 )
 async def _after_body(kit: Kit) -> str:
     probe = kit.probe
-
-    async def hold_after(call: Call, next: Callable[[], Awaitable[object]]) -> object:
-        result = await next()
-        await probe.gate(f"{call.call_id}@wrapper", "after")
-        return result
-
-    scenario = Scenario(tools=[kit.tool("t", "ok")], calls=[kit.call("t", "c1")], around=hold_after)
+    tools, calls = [kit.tool("t", "ok")], [kit.call("t", "c1")]
+    scenario = Scenario(tools=tools, calls=calls, around=wrapper(probe, "after"))
     running = kit.start(scenario)
     await kit.wait(
         lambda: running.done or probe.body("c1@wrapper").at_gate == "after",

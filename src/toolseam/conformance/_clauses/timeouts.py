@@ -6,7 +6,7 @@ from typing import Final
 
 from .._driver import Scenario
 from .._kit import Kit
-from ._base import clause, expect_quiet, expect_status
+from ._base import clause, expect_awaited, expect_quiet, expect_status
 
 _SECTION = "§7, timeout policy"
 DEADLINE: Final = 0.05
@@ -47,9 +47,11 @@ async def _asks(kit: Kit) -> str:
     if body.told == "task cancellation":
         await running.finish()
         kit.fail("the deadline tore the body down by task cancellation instead of asking it")
-    pending = await running.held("c1", "work")
+    await running.held("c1", "work")
     await running.finish()
-    kit.check(pending, "the call returned at its deadline while the body was still working")
+    expect_awaited(
+        kit, running, "c1", "the call returned at its deadline while the body was still working"
+    )
     expect_quiet(kit, running)
     expect_status(kit, running.outcome("c1"), "timeout")
     return "asked, then waited; a timeout"

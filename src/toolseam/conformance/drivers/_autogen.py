@@ -5,7 +5,9 @@ Tools are `FunctionTool`\s whose function takes ``cancellation_token``; each cal
 autogen-agentchat's agents call — and the kit's stop button is ``token.cancel()``. A body
 listens to that token (``is_cancelled()``, ``add_callback``). Nested calls go through the
 same workbench with the parent's token. autogen-core has no batch executor, no tool
-timeout, no approval step and no wrapper around dispatch: those clauses are skipped.
+timeout, no approval step, no wrapper around dispatch, no listener before or after a tool
+and no result observer (its intervention handlers see agent messages, not workbench calls):
+those clauses are skipped.
 """
 
 from __future__ import annotations

@@ -5,21 +5,27 @@ which langchain-core runs in an executor), with ``handle_tool_error=True`` so a
 `ToolException` becomes an error `ToolMessage`. Each call is ``await tool.ainvoke({"type":
 "tool_call", ...})``, in a task the kit's stop button cancels: task cancellation is how
 LangChain stops a tool. The body has nothing else to listen to. Nested calls are
-``ainvoke`` from inside the body. langchain-core has no executor for a turn's tool calls
-(that is LangGraph's), no tool timeout, no approval and no wrapper: those are skipped.
+``ainvoke`` from inside the body. The kit's pre- and post-execute listeners are an async
+callback handler's ``on_tool_start`` and ``on_tool_end`` (langchain-core awaits both, before
+and after the body), and its result observer another handler's ``on_tool_end`` and
+``on_tool_error``; they too hear of nothing but task cancellation. langchain-core has no
+executor for a turn's tool calls (that is LangGraph's), no tool timeout, no approval and no
+wrapper: those are skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
-from typing import final
+from typing import Any, final
+from uuid import UUID
 
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel
 
-from .._driver import Call, Capability, Outcome, Scenario, Stop
+from .._driver import Call, Capability, ObserverScript, Outcome, Scenario, Stop
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 
@@ -39,7 +45,59 @@ def _outcome(call_id: str, message: object) -> Outcome:
     return Outcome(call_id, "ok", value=text)
 
 
-async def _invoke(tools: Mapping[str, BaseTool], call: Call, stop: Stop | None) -> Outcome:
+@final
+class _Stages(AsyncCallbackHandler):
+    """The kit's listeners as ``on_tool_start`` and ``on_tool_end``, which ainvoke awaits."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self._scenario = scenario
+        self._calls: dict[UUID, Call] = {}
+
+    async def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        key = (inputs or {}).get("key")
+        name = str(serialized.get("name"))
+        call = self._calls[run_id] = Call(str(kwargs.get("tool_call_id")), name, {"key": str(key)})
+        script = self._scenario.pre_execute
+        if script is not None:
+            await script(call, TaskListen(ToolException))
+
+    async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        script = self._scenario.post_execute
+        call = self._calls.get(run_id)
+        if script is not None and call is not None:
+            await script(call, TaskListen(ToolException))
+
+
+@final
+class _Observer(AsyncCallbackHandler):
+    """The kit's result observer as ``on_tool_end`` and ``on_tool_error``."""
+
+    def __init__(self, observer: ObserverScript) -> None:
+        self._observer = observer
+
+    async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if isinstance(output, ToolMessage):
+            self._observer(_outcome(output.tool_call_id, output))
+
+    async def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        call_id = str(kwargs.get("tool_call_id"))
+        self._observer(no_result(call_id, f"ainvoke raised {error!r}"))
+
+
+async def _invoke(
+    tools: Mapping[str, BaseTool],
+    call: Call,
+    stop: Stop | None,
+    callbacks: Sequence[BaseCallbackHandler] = (),
+) -> Outcome:
     tool = tools.get(call.tool)
     if tool is None:
         # langchain-core looks nothing up: a caller holding no such tool has no result.
@@ -52,7 +110,7 @@ async def _invoke(tools: Mapping[str, BaseTool], call: Call, stop: Stop | None) 
         "args": dict(call.arguments),
         "id": call.call_id,
     }
-    task = asyncio.ensure_future(tool.ainvoke(tool_call))
+    task = asyncio.ensure_future(tool.ainvoke(tool_call, {"callbacks": list(callbacks)}))
     if stop is not None:
         stop.connect(task.cancel)
     try:
@@ -104,8 +162,15 @@ class LangChainDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Host cancellation, thread bodies, nested calls."""
-        return ("host_cancel", "sync_bodies", "nested")
+        """Host cancellation, thread bodies, nested calls, callbacks."""
+        return (
+            "host_cancel",
+            "sync_bodies",
+            "nested",
+            "pre_execute",
+            "post_execute",
+            "result_observer",
+        )
 
     @property
     def backends(self) -> Sequence[str]:
@@ -121,5 +186,8 @@ class LangChainDriver:
         tools: dict[str, BaseTool] = {}
         for tool in scenario.tools:
             tools[tool.name] = _structured(tool, tools)
+        callbacks: list[BaseCallbackHandler] = [_Stages(scenario)]
+        if scenario.observer is not None:
+            callbacks.append(_Observer(scenario.observer))
         (call,) = scenario.calls
-        return [await _invoke(tools, call, scenario.stop)]
+        return [await _invoke(tools, call, scenario.stop, callbacks)]

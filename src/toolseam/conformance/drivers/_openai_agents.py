@@ -8,22 +8,41 @@ kit's stop button is the SDK's own ``result.cancel()``. Each call's outcome is i
 `ToolCallOutputItem` in ``result.new_items``: the SDK hands the model a failure or a
 timeout as text (its default messages, ``"An error occurred while running the tool..."``
 and ``"Tool '<name>' timed out after <n> seconds."``, are how this driver tells them
-apart). A tool body has nothing to listen to but task cancellation. Approval
-(``needs_approval`` interruptions), tool guardrails and agents as tools are not driven:
-those clauses are skipped.
+apart). A tool body has nothing to listen to but task cancellation. The kit's pre- and
+post-execute listeners are the tool's own input and output guardrails
+(``tool_input_guardrails``, ``tool_output_guardrails``, each answering ``allow``), and its
+result observer is the run's `RunHooks.on_tool_end`; they too hear of nothing but task
+cancellation. Approval (``needs_approval`` interruptions) and agents as tools are not
+driven: those clauses are skipped.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast, final
 
-from agents import Agent, FunctionTool, Runner, RunResultStreaming, function_tool
+from agents import (
+    Agent,
+    FunctionTool,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    RunResultStreaming,
+    Tool,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    ToolOutputGuardrailData,
+    function_tool,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
 from agents.items import ToolCallOutputItem
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+from agents.tool_context import ToolContext
 
-from .._driver import Call, Capability, Outcome, Scenario
+from .._driver import Call, Capability, ListenerScript, ObserverScript, Outcome, Scenario
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 
@@ -33,7 +52,55 @@ _ERROR = "An error occurred while running the tool"
 _TIMED_OUT = re.compile(r"^Tool '.*' timed out after .* seconds\.$")
 
 
-def _tool(tool: ScriptedTool) -> FunctionTool:
+def _call_of(context: ToolContext[Any]) -> Call:
+    try:
+        arguments: object = json.loads(context.tool_arguments)
+    except ValueError:
+        arguments = {}
+    key = cast("dict[str, object]", arguments).get("key") if isinstance(arguments, dict) else None
+    return Call(context.tool_call_id, context.tool_name, {"key": str(key)})
+
+
+def _guardrails(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's listeners as the tool's input and output guardrails."""
+    options: dict[str, Any] = {}
+    before, after = scenario.pre_execute, scenario.post_execute
+    if before is not None:
+
+        async def pre(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+            await _listen(before, data.context)
+            return ToolGuardrailFunctionOutput.allow()
+
+        options["tool_input_guardrails"] = [tool_input_guardrail(pre)]
+    if after is not None:
+
+        async def post(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+            await _listen(after, data.context)
+            return ToolGuardrailFunctionOutput.allow()
+
+        options["tool_output_guardrails"] = [tool_output_guardrail(post)]
+    return options
+
+
+async def _listen(script: ListenerScript, context: ToolContext[Any]) -> None:
+    await script(_call_of(context), TaskListen(RuntimeError))
+
+
+@final
+class _Observer(RunHooks[Any]):
+    """The kit's result observer as the run's ``on_tool_end`` hook."""
+
+    def __init__(self, observer: ObserverScript) -> None:
+        self._observer = observer
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        if isinstance(context, ToolContext):
+            self._observer(_classify(context.tool_call_id, str(result)))
+
+
+def _tool(tool: ScriptedTool, guardrails: Mapping[str, Any]) -> FunctionTool:
     listen = TaskListen(RuntimeError)
     if tool.sync:
 
@@ -52,6 +119,7 @@ def _tool(tool: ScriptedTool) -> FunctionTool:
         name_override=tool.name,
         description_override=tool.description,
         timeout=tool.timeout,
+        **guardrails,
     )
 
 
@@ -76,14 +144,16 @@ def _outcomes(calls: Sequence[Call], result: RunResultStreaming, why: str) -> li
         if call.call_id not in outputs:
             outcomes.append(no_result(call.call_id, why))
             continue
-        text = str(outputs[call.call_id])
-        if text.startswith(_ERROR):
-            outcomes.append(Outcome(call.call_id, "error", text))
-        elif _TIMED_OUT.match(text):
-            outcomes.append(Outcome(call.call_id, "timeout", text))
-        else:
-            outcomes.append(Outcome(call.call_id, "ok", value=text))
+        outcomes.append(_classify(call.call_id, str(outputs[call.call_id])))
     return outcomes
+
+
+def _classify(call_id: str, text: str) -> Outcome:
+    if text.startswith(_ERROR):
+        return Outcome(call_id, "error", text)
+    if _TIMED_OUT.match(text):
+        return Outcome(call_id, "timeout", text)
+    return Outcome(call_id, "ok", value=text)
 
 
 @final
@@ -97,8 +167,16 @@ class OpenAIAgentsDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Host cancellation, thread bodies, batches, timeouts."""
-        return ("host_cancel", "sync_bodies", "batch", "timeouts")
+        """Host cancellation, thread bodies, batches, timeouts, guardrails, run hooks."""
+        return (
+            "host_cancel",
+            "sync_bodies",
+            "batch",
+            "timeouts",
+            "pre_execute",
+            "post_execute",
+            "result_observer",
+        )
 
     @property
     def backends(self) -> Sequence[str]:
@@ -121,8 +199,11 @@ class OpenAIAgentsDriver:
             ]
 
         model = ScriptedModel([ModelStep.respond(ask), [assistant_message("done")]])
-        agent = Agent(name="conformance", model=model, tools=[_tool(t) for t in scenario.tools])
-        result = Runner.run_streamed(agent, "go")
+        guardrails = _guardrails(scenario)
+        tools: list[Tool] = [_tool(t, guardrails) for t in scenario.tools]
+        agent = Agent(name="conformance", model=model, tools=tools)
+        hooks = _Observer(scenario.observer) if scenario.observer is not None else None
+        result = Runner.run_streamed(agent, "go", hooks=hooks)
         holder.append(result)
         try:
             async for _ in result.stream_events():

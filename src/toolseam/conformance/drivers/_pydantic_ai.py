@@ -8,17 +8,23 @@ concurrently) and the next with text. The kit's stop button is pydantic-ai's run
 cancellation, a `CancellationToken` passed to ``agent.run``; a cancelled run raises
 `RunCancelled`, whose ``all_messages()`` hold what completed. Each call's outcome is read
 from the history: its `ToolReturnPart` and that part's ``outcome``. pydantic-ai
-tells a tool body nothing but task cancellation. Approval (deferred tool requests, answered
-in a later run) and nested calls are not driven: those clauses are skipped.
+tells a tool body nothing but task cancellation. The kit's pre- and post-execute listeners
+are a capability's ``before_tool_execute`` and ``after_tool_execute`` hooks, and its result
+observer that capability's ``on_event`` for each `FunctionToolResultEvent`: a hook, too,
+hears of nothing but task cancellation. Approval (deferred tool requests, answered in a
+later run) and nested calls are not driven: those clauses are skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Mapping, Sequence
 from typing import Any, final
 
 from pydantic_ai import Agent, CancellationToken, ModelRetry, RunCancelled, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FunctionToolResultEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -26,11 +32,12 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import AbstractToolset, ToolsetTool
 
-from .._driver import Call, Capability, Outcome, Scenario, WrapperScript
+from .._driver import Call, Capability, ObserverScript, Outcome, Scenario, WrapperScript
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 
@@ -85,6 +92,17 @@ class _Around(WrapperToolset[None]):
         return await self._around(call, next)
 
 
+def _outcome(call_id: str, part: ToolReturnPart) -> Outcome:
+    if part.outcome == "success":
+        return Outcome(call_id, "ok", value=part.content)
+    if part.outcome == "interrupted":
+        return Outcome(call_id, "cancelled", f"outcome='interrupted': {part.content}")
+    # A failure is a retry prompt for the model (``outcome='retried'``); so is a timeout.
+    timed_out = part.outcome == "retried" and str(part.content).startswith(_TIMED_OUT)
+    detail = f"outcome={part.outcome!r}: {part.content}"
+    return Outcome(call_id, "timeout" if timed_out else "error", detail)
+
+
 def _outcomes(calls: Sequence[Call], messages: Sequence[ModelMessage], why: str) -> list[Outcome]:
     parts: dict[str, ToolReturnPart] = {}
     for message in messages:
@@ -99,18 +117,66 @@ def _outcomes(calls: Sequence[Call], messages: Sequence[ModelMessage], why: str)
             outcomes.append(Outcome(call.call_id, "cancelled", why))
         elif part is None:
             outcomes.append(no_result(call.call_id, "the history holds no return for the call"))
-        elif part.outcome == "success":
-            outcomes.append(Outcome(call.call_id, "ok", value=part.content))
-        elif part.outcome == "interrupted":
-            outcomes.append(
-                Outcome(call.call_id, "cancelled", f"outcome='interrupted': {part.content}")
-            )
         else:
-            # A failure is a retry prompt for the model (``outcome='retried'``); so is a timeout.
-            timed_out = part.outcome == "retried" and str(part.content).startswith(_TIMED_OUT)
-            detail = f"outcome={part.outcome!r}: {part.content}"
-            outcomes.append(Outcome(call.call_id, "timeout" if timed_out else "error", detail))
+            outcomes.append(_outcome(call.call_id, part))
     return outcomes
+
+
+def _call_of(call: ToolCallPart) -> Call:
+    args = call.args_as_dict()
+    return Call(call.tool_call_id, call.tool_name, {"key": str(args.get("key"))})
+
+
+@final
+class _Stages(AbstractCapability[None]):
+    """The kit's listeners and observer as pydantic-ai's tool-execute hooks and events."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self._scenario = scenario
+        self._listen = TaskListen(ModelRetry)
+
+    async def before_tool_execute(
+        self,
+        ctx: RunContext[None],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+    ) -> dict[str, Any]:
+        script = self._scenario.pre_execute
+        if script is not None:
+            await script(_call_of(call), self._listen)
+        return args
+
+    async def after_tool_execute(
+        self,
+        ctx: RunContext[None],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        result: Any,
+    ) -> Any:
+        script = self._scenario.post_execute
+        if script is not None:
+            await script(_call_of(call), self._listen)
+        return result
+
+
+@final
+class _Observer(AbstractCapability[None]):
+    """The kit's result observer as a capability's ``on_event`` for tool results.
+
+    Listening to events makes pydantic-ai stream the model's responses: only a scenario
+    with an observer has one.
+    """
+
+    def __init__(self, observer: ObserverScript) -> None:
+        self._observer = observer
+
+    async def on_event(self, ctx: RunContext[None], *, event: AgentStreamEvent) -> None:
+        if isinstance(event, FunctionToolResultEvent):
+            self._observer(_outcome(event.tool_call_id, event.part))
 
 
 @final
@@ -125,7 +191,16 @@ class PydanticAIDriver:
     @property
     def capabilities(self) -> Collection[Capability]:
         """Everything but approval and nested calls."""
-        return ("host_cancel", "sync_bodies", "batch", "timeouts", "around_dispatch")
+        return (
+            "host_cancel",
+            "sync_bodies",
+            "batch",
+            "timeouts",
+            "around_dispatch",
+            "pre_execute",
+            "post_execute",
+            "result_observer",
+        )
 
     @property
     def backends(self) -> Sequence[str]:
@@ -152,11 +227,31 @@ class PydanticAIDriver:
                 )
             return ModelResponse(parts=[TextPart("done")])
 
+        async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+            # The same answers, streamed (pydantic-ai streams when a capability listens to
+            # events).
+            for index, part in enumerate(model(messages, info).parts):
+                if isinstance(part, ToolCallPart):
+                    args = part.args_as_json_str()
+                    yield {
+                        index: DeltaToolCall(part.tool_name, args, tool_call_id=part.tool_call_id)
+                    }
+                elif isinstance(part, TextPart):
+                    yield part.content
+
         toolset = FunctionToolset([_tool(t) for t in scenario.tools])
         wrapped: AbstractToolset[None] = (
             _Around(toolset, scenario.around) if scenario.around else toolset
         )
-        agent = Agent(FunctionModel(model), toolsets=[wrapped], deps_type=type(None))
+        capabilities: list[AbstractCapability[None]] = [_Stages(scenario)]
+        if scenario.observer is not None:
+            capabilities.append(_Observer(scenario.observer))
+        agent = Agent(
+            FunctionModel(model, stream_function=stream),
+            toolsets=[wrapped],
+            deps_type=type(None),
+            capabilities=capabilities,
+        )
         try:
             result = await agent.run("go", cancellation_token=token)
         except RunCancelled as cancelled:

@@ -16,6 +16,7 @@ from toolseam import (
     ApprovalRequest,
     Ask,
     Next,
+    PostDecision,
     PreDecision,
     ToolCall,
     ToolDefinition,
@@ -33,7 +34,7 @@ from toolseam import (
     run_tool_calls,
 )
 
-from .._driver import CAPABILITIES, Call, Capability, Outcome, Scenario, Status
+from .._driver import CAPABILITIES, Call, Capability, ListenerScript, Outcome, Scenario, Status
 from .._scripts import ScriptedTool
 
 __all__ = ["Listen", "ToolseamDriver", "define", "outcome_of", "registry_for", "run_on"]
@@ -97,7 +98,7 @@ class Listen:
 
 @final
 class _SignalListen:
-    """An approval request's `Listen`: the caller's signal."""
+    """A stage's `Listen` (an approval request, a listener): the signal that stage sees."""
 
     def __init__(self, signal: AbortSignal) -> None:
         self._signal = signal
@@ -115,7 +116,7 @@ class _SignalListen:
         raise ToolError(message, code="SCRIPTED_FAILURE")
 
     async def call(self, call: Call) -> Outcome:
-        raise NotImplementedError("an approver makes no calls")
+        raise NotImplementedError("a stage makes no calls")
 
 
 def _call_of(exec: ToolExecution) -> Call:
@@ -164,6 +165,28 @@ class _Approval:
 
 async def _ask(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
     return Ask("the conformance kit decides")
+
+
+def _pre_listener(
+    script: ListenerScript,
+) -> Callable[[ToolExecution, Next[PreDecision]], Awaitable[PreDecision]]:
+    async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+        await script(_call_of(exec), _SignalListen(exec.signal))
+        return await next()
+
+    return pre
+
+
+def _post_listener(
+    script: ListenerScript,
+) -> Callable[[ToolExecution, ToolResult, Next[PostDecision]], Awaitable[PostDecision]]:
+    async def post(
+        exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+    ) -> PostDecision:
+        await script(_call_of(exec), _SignalListen(exec.signal))
+        return await next()
+
+    return post
 
 
 def _wrapper(
@@ -219,9 +242,16 @@ async def run_on(
         registry.register(define(registry, tool))
     if scenario.approval is not None:
         registry.on_pre_execute(_ask)
+    if scenario.pre_execute is not None:
+        registry.on_pre_execute(_pre_listener(scenario.pre_execute))
     if scenario.around is not None:
         registry.on_execute(_wrapper(scenario.around))
+    if scenario.post_execute is not None:
+        registry.on_post_execute(_post_listener(scenario.post_execute))
     registry.on_result(lambda exec, result: scenario.publish(outcome_of(exec.call_id, result)))
+    observer = scenario.observer
+    if observer is not None:
+        registry.on_result(lambda exec, result: observer(outcome_of(exec.call_id, result)))
     controller = AbortController()
     scenario.stop.connect(controller.abort)
     if scenario.batch:

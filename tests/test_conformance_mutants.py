@@ -1,0 +1,40 @@
+"""The kit is mutation-tested: each single-defect driver fails exactly the clauses it breaks.
+
+The table is `kit_mutants.MUTANTS` (one row per defect: the driver, the clause ids it must
+fail, the backends it can be expressed on). A clause that misses a defect, or fails a
+registry for a rule it does not break, makes a row fail here. The unmodified toolseam driver
+passes everything (tests/test_conformance_kit.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kit_mutants import MUTANTS, Mutant
+from toolseam.conformance import Report, clause_ids, run_clauses
+
+
+def _failing(report: Report) -> set[str]:
+    return {c.id for c in report.clauses if c.status == "fail"}
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+async def test_a_mutant_fails_exactly_the_clauses_it_breaks(
+    mutant: Mutant, anyio_backend: str
+) -> None:
+    if anyio_backend not in mutant.backends:
+        pytest.skip(f"{mutant.name} cannot be expressed on {anyio_backend}")
+    report = await run_clauses(mutant.driver())
+    assert [c.id for c in report.clauses] == clause_ids()
+    assert _failing(report) == set(mutant.breaks), [
+        (c.id, c.detail) for c in report.clauses if c.status == "fail"
+    ]
+    assert {c.status for c in report.clauses} <= {"pass", "fail"}
+
+
+def test_every_mutant_breaks_a_known_clause_and_names_are_unique() -> None:
+    known = set(clause_ids())
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+    for mutant in MUTANTS:
+        assert mutant.breaks, f"{mutant.name} breaks nothing: it is not a mutant"
+        assert mutant.breaks <= known, mutant.breaks - known
