@@ -1,4 +1,7 @@
-"""Development sessions: ``nox`` runs tests, typetests, lint and docs; ``-s bench`` is opt-in."""
+"""Development sessions: ``nox`` runs tests, typetests, lint, docs and the MCP conformance suite.
+
+``-s bench`` is opt-in; ``mcp_conformance`` skips itself where npm is not installed.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 # uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "typetests", "lint", "docs"]
+# mcp_conformance skips itself (saying why) where npm is not installed.
+nox.options.sessions = ["tests", "typetests", "lint", "docs", "mcp_conformance"]
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
@@ -168,15 +172,6 @@ MCP_CONFORMANCE_NODE = 22  # the suite needs node >= 22
 # Every server scenario of the suite that toolseam does not pass, and why. The suite fails the
 # run on any other failing scenario, and on a listed one that passes (drop it from here then).
 MCP_CONFORMANCE_EXPECTED_FAILURES = {
-    # Not yet: a tool body cannot report progress, log, or ask the user or the client's
-    # model while it runs (issue 26).
-    "logging-set-level": "no logging/setLevel handler",
-    "tools-call-with-logging": "no logging/setLevel handler, no log messages",
-    "tools-call-with-progress": "no progress notifications",
-    "tools-call-sampling": "no sampling/createMessage",
-    "tools-call-elicitation": "no elicitation/create",
-    "elicitation-sep1034-defaults": "no elicitation/create",
-    "elicitation-sep1330-enums": "no elicitation/create",
     # Out of scope: toolseam.mcp serves the tools of a registry, and nothing else.
     "completion-complete": "no completion/complete: toolseam serves tools only",
     "resources-list": "no resources: toolseam serves tools only",
@@ -210,6 +205,14 @@ def _node_package() -> str:
     return f"node-{system}-{arch}@{MCP_CONFORMANCE_NODE}"
 
 
+def _node_binaries(prefix: Path) -> list[Path]:
+    """The node binaries an npm `node-<platform>-<arch>` package installed under ``prefix``."""
+    return [
+        *prefix.glob("node_modules/node-*/bin/node"),
+        *prefix.glob("node_modules/node-*/node.exe"),
+    ]
+
+
 def _start_conformance_server(
     session: nox.Session, log: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
@@ -238,15 +241,16 @@ def _start_conformance_server(
     return server, url
 
 
-@nox.session(python=PYTHONS[0], default=False)
+@nox.session(python=PYTHONS[0])
 def mcp_conformance(session: nox.Session) -> None:
-    """The official MCP conformance suite's server scenarios (npm; not a default session).
+    """The official MCP conformance suite's server scenarios (npm).
 
-    Installs node 22 and the suite into the session's tmp dir (npm, with no global install),
-    serves docs/examples/mcp_conformance_server.py over streamable HTTP on a free loopback
-    port, and runs every server scenario against it. It fails when a scenario fails that is
-    not in MCP_CONFORMANCE_EXPECTED_FAILURES, or when one listed there passes. Skipped, with
-    the reason, when npm is not installed.
+    Installs the suite (and node 22 where the system's node is older) with npm into nox's
+    cache dir, once per version (no global install), serves
+    docs/examples/mcp_conformance_server.py over streamable HTTP on a free loopback port,
+    and runs every server scenario against it. It fails when a scenario fails that is not in
+    MCP_CONFORMANCE_EXPECTED_FAILURES, or when one listed there passes. Skipped, with the
+    reason, when npm is not installed.
     """
     npm = shutil.which("npm")
     if npm is None:
@@ -257,22 +261,26 @@ def mcp_conformance(session: nox.Session) -> None:
         )
     session.install(".[mcp]")
     tmp = Path(session.create_tmp())
+    # In nox's cache dir, which outlives the session's venv: npm runs once per version.
     # Two prefixes: an `npm install --no-save` removes what an earlier one put in its prefix.
-    prefix = tmp / "npm"
+    cache = Path(session.cache_dir) / "mcp-conformance"
+    prefix = cache / MCP_CONFORMANCE.rsplit("@", 1)[1]
     install = [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel", "error"]
-    session.run(*install, "--prefix", str(prefix), MCP_CONFORMANCE, external=True)
+    suite = prefix / "node_modules" / "@modelcontextprotocol" / "conformance"
+    if not (suite / "dist" / "index.js").is_file():
+        session.run(*install, "--prefix", str(prefix), MCP_CONFORMANCE, external=True)
     node = shutil.which("node")
     if node is None or _node_major(node) < MCP_CONFORMANCE_NODE:
         # npm's `node-<platform>-<arch>` packages ship node itself (not every platform has 22).
         package = _node_package()
-        node_prefix = tmp / "node"
-        session.run(
-            *install, "--prefix", str(node_prefix), package, external=True, success_codes=[0, 1]
-        )
-        found = [
-            *node_prefix.glob("node_modules/node-*/bin/node"),
-            *node_prefix.glob("node_modules/node-*/node.exe"),
-        ]
+        node_prefix = cache / package
+        found = _node_binaries(node_prefix)
+        if not found:
+            session.run(
+                *install, "--prefix", str(node_prefix), package, external=True,
+                success_codes=[0, 1],
+            )  # fmt: skip
+            found = _node_binaries(node_prefix)
         if not found:
             session.error(
                 f"the MCP conformance suite needs node >= {MCP_CONFORMANCE_NODE}, and npm has no "
@@ -280,7 +288,6 @@ def mcp_conformance(session: nox.Session) -> None:
             )
         node = str(found[0])
     assert node is not None
-    suite = prefix / "node_modules" / "@modelcontextprotocol" / "conformance"
     version = json.loads((suite / "package.json").read_text())["version"]
     session.log(f"conformance {version} on node {_node_major(node)}")
     baseline = tmp / "expected-failures.yml"

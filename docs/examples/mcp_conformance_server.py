@@ -8,22 +8,26 @@ results they expect; serve it with::
     python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000
     npx @modelcontextprotocol/conformance@0.1.16 server --url http://127.0.0.1:8000/mcp
 
-Run as a program, it calls a few of its tools through an in-process MCP client.
+Seven tools use what a tool body reaches while it runs: ``exec.progress``, ``exec.log``,
+``exec.elicit`` (the user) and ``exec.sample`` (the client's model); served over MCP, they
+become progress notifications, log messages, ``elicitation/create`` and
+``sampling/createMessage`` requests to the client of the call.
 
-Seven tools need what a toolseam tool cannot yet do while it runs: report progress, log
-to the client, ask the user (elicitation) or the client's model (sampling). Until it
-can, they do the rest of their work and say so; their scenarios fail.
+Run as a program, it calls a few of its tools through an MCP client of its own, which
+answers the server's questions: ``python docs/examples/mcp_conformance_server.py``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Annotated, Final
 
 import anyio
 from mcp import types
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from toolseam import (
@@ -65,12 +69,6 @@ async def pause(exec: ToolRunContext, seconds: float) -> None:
     with anyio.move_on_after(seconds):
         await exec.signal.wait()
     exec.signal.raise_if_aborted()
-
-
-def unavailable(capability: str) -> ToolError:
-    return ToolError(
-        f"{capability} is not available to toolseam tools yet", code="CAPABILITY_UNAVAILABLE"
-    )
 
 
 @define_tool(name="test_simple_text", description="Tests simple text content response")
@@ -142,10 +140,11 @@ async def error_handling(args: NoArgs, exec: ToolRunContext) -> str:
     name="test_tool_with_progress", description="Tests tool that reports progress notifications"
 )
 async def tool_with_progress(args: NoArgs, exec: ToolRunContext) -> str:
-    # Three steps (0, 50 and 100 of 100), which it cannot report yet.
-    await pause(exec, 0.05)
-    await pause(exec, 0.05)
-    return "three steps done, no progress reported"
+    for step in (0, 50, 100):
+        exec.progress(step, total=100, message=f"Completed step {step} of 100")
+        if step < 100:
+            await pause(exec, 0.05)
+    return "three steps done"
 
 
 @define_tool(
@@ -153,11 +152,10 @@ async def tool_with_progress(args: NoArgs, exec: ToolRunContext) -> str:
     description="Tests tool that emits log messages during execution",
 )
 async def tool_with_logging(args: NoArgs, exec: ToolRunContext) -> str:
-    # "Tool execution started", "Tool processing data", "Tool execution completed" at info
-    # level, which it cannot send yet.
-    await pause(exec, 0.05)
-    await pause(exec, 0.05)
-    return "Tool with logging executed successfully (no log messages sent)"
+    for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        exec.log("info", text)
+        await pause(exec, 0.05)
+    return "Tool with logging executed successfully"
 
 
 @define_tool(
@@ -165,8 +163,13 @@ async def tool_with_logging(args: NoArgs, exec: ToolRunContext) -> str:
     description="Tests server-initiated sampling (LLM completion request)",
 )
 async def sampling(args: PromptArgs, exec: ToolRunContext) -> str:
-    # sampling/createMessage: the prompt as one user message, maxTokens 100.
-    raise unavailable("sampling")
+    completion = await exec.sample(args["prompt"], max_tokens=100)
+    return f"LLM response: {completion}"
+
+
+class Contact(TypedDict):
+    username: Annotated[str, Field(description="User's response")]
+    email: Annotated[str, Field(description="User's email address")]
 
 
 @define_tool(
@@ -174,8 +177,61 @@ async def sampling(args: PromptArgs, exec: ToolRunContext) -> str:
     description="Tests server-initiated elicitation (user input request)",
 )
 async def elicitation(args: MessageArgs, exec: ToolRunContext) -> str:
-    # elicitation/create with args["message"], asking for a username and an email.
-    raise unavailable("elicitation")
+    answer = await exec.elicit(args["message"], Contact)
+    if answer.content is None:
+        return f"User response: {answer}"  # declined or cancelled
+    return f"User response: {answer.content['username']} <{answer.content['email']}>"
+
+
+# Two forms as JSON Schema dicts: the defaults of SEP-1034 and the enum shapes of SEP-1330.
+DEFAULTS_FORM: Final[Mapping[str, JsonValue]] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {
+            "type": "string",
+            "description": "User status",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    },
+    "required": [],
+}
+ENUMS_FORM: Final[Mapping[str, JsonValue]] = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "enum": ["opt1", "opt2"],
+            "enumNames": ["Option One", "Option Two"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                ]
+            },
+        },
+    },
+    "required": [],
+}
 
 
 @define_tool(
@@ -183,8 +239,7 @@ async def elicitation(args: MessageArgs, exec: ToolRunContext) -> str:
     description="Tests elicitation with default values per SEP-1034",
 )
 async def elicitation_defaults(args: NoArgs, exec: ToolRunContext) -> str:
-    # A form whose string, integer, number, enum and boolean fields have defaults.
-    raise unavailable("elicitation")
+    return f"User response: {await exec.elicit('Please review your details', DEFAULTS_FORM)}"
 
 
 @define_tool(
@@ -192,9 +247,7 @@ async def elicitation_defaults(args: NoArgs, exec: ToolRunContext) -> str:
     description="Tests elicitation with enum schema improvements per SEP-1330",
 )
 async def elicitation_enums(args: NoArgs, exec: ToolRunContext) -> str:
-    # A form with the five enum shapes: untitled, titled (oneOf), legacy (enumNames),
-    # untitled multi-select and titled multi-select (items.anyOf).
-    raise unavailable("elicitation")
+    return f"User response: {await exec.elicit('Please pick your options', ENUMS_FORM)}"
 
 
 ADDRESS_SCHEMA: Final[Mapping[str, JsonValue]] = {
@@ -272,8 +325,39 @@ def describe(result: types.CallToolResult) -> str:
     return f"{'error' if result.is_error else 'ok'} [{kinds}]"
 
 
+def text(result: types.CallToolResult) -> str:
+    return " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+# The client's side: a person who fills in the form, a model that answers, a log display.
+async def fill_in_form(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@home"})
+
+
+async def complete(
+    context: ClientRequestContext, params: types.CreateMessageRequestParams
+) -> types.CreateMessageResult:
+    reply = types.TextContent(type="text", text="Paris")
+    return types.CreateMessageResult(role="assistant", content=reply, model="stub-model")
+
+
+async def show_log(params: types.LoggingMessageNotificationParams) -> None:
+    print(f"log {params.level}: {params.data}")
+
+
 async def main() -> None:
-    async with Client(create_server(registry)) as client:
+    # mode="legacy": the initialize handshake (MCP 2025-11-25), the revision in which a
+    # server may ask its client for input during a call.
+    client = Client(
+        create_server(registry),
+        mode="legacy",
+        elicitation_callback=fill_in_form,
+        sampling_callback=complete,
+        logging_callback=show_log,
+    )
+    async with client:
         tools = (await client.list_tools()).tools
         print(len(tools), "tools")  # -> 13 tools
         for name in ("test_simple_text", "test_multiple_content_types", "test_error_handling"):
@@ -281,6 +365,21 @@ async def main() -> None:
         # -> test_simple_text ok [text]
         # -> test_multiple_content_types ok [text, image, resource]
         # -> test_error_handling error [text]
+        steps: list[float] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            steps.append(progress)
+
+        await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+        print("progress:", steps)  # -> progress: [0.0, 50.0, 100.0]
+        await client.call_tool("test_tool_with_logging", {})
+        # -> log info: Tool execution started
+        # -> log info: Tool processing data
+        # -> log info: Tool execution completed
+        asked = await client.call_tool("test_elicitation", {"message": "Who are you?"})
+        print(text(asked))  # -> User response: ada <ada@home>
+        sampled = await client.call_tool("test_sampling", {"prompt": "Capital of France?"})
+        print(text(sampled))  # -> LLM response: Paris
 
 
 if __name__ == "__main__":
