@@ -133,14 +133,23 @@ class _Outbox:
         if wake is not None:
             wake.set()
 
-    async def run(
+    def start(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        send: Callable[[_Note], Awaitable[None]],
+        dropped: Callable[[int], Awaitable[None]],
+    ) -> None:
+        """Start the sender: from now on, `flush` waits for it."""
+        self._running = True  # before the task first runs: a flush before then must wait
+        task_group.start_soon(self._run, send, dropped)
+
+    async def _run(
         self,
         send: Callable[[_Note], Awaitable[None]],
         dropped: Callable[[int], Awaitable[None]],
     ) -> None:
         """Send whatever is queued, in order, until cancelled."""
         items = self._items
-        self._running = True
         try:
             while True:
                 while items or self._dropped:
@@ -231,7 +240,7 @@ class RequestHost:
 
     def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Start the task that sends the call's notifications."""
-        task_group.start_soon(self._outbox.run, self._send, self._report_dropped)
+        self._outbox.start(task_group, self._send, self._report_dropped)
 
     async def settle(self) -> None:
         """Withdraw every request of the call still pending, and await each (run shielded)."""
