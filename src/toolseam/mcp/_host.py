@@ -5,6 +5,7 @@ Each capability of a body maps onto the request's MCP connection (contract §13)
 - ``exec.progress`` → ``notifications/progress`` with the request's own ``progressToken``
   (``ServerSession.report_progress``), only when the request carried one. MCP requires the
   values of one request to increase: a value not above the last one sent is dropped.
+  Progress events still waiting to be sent coalesce into the latest.
 - ``exec.log`` → ``notifications/message`` related to the request (over streamable HTTP it
   rides the request's own stream), at the levels the client asked for: ``logging/setLevel``
   on a handshake-era connection (`set_log_level`; everything until it is sent, as the SDK
@@ -41,7 +42,6 @@ import anyio.abc
 from mcp import types
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
-from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
@@ -230,9 +230,11 @@ class RequestHost:
     @property
     def host(self) -> ToolHost:
         """The `ToolHost` to put in the call's input."""
-        wants_progress = progress_token_from_params(self._ctx.params) is not None
+        # Progress is offered even without a progressToken in the params: the in-process
+        # dispatcher of the SDK's `Client(server)` hands the caller's callback over
+        # directly, and `report_progress` is a no-op where nobody asked.
         return ToolHost(
-            on_progress=self._on_progress if wants_progress else None,
+            on_progress=self._on_progress,
             on_log=self._on_log if self._levels else None,
             elicit=self._elicit,
             sample=self._sample,
