@@ -32,6 +32,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final, TypedDict, cast, final
 
+import anyio
 from mcp import types
 from mcp.client.session import (
     ClientRequestContext,
@@ -76,12 +77,21 @@ _SAMPLING_CONTENT: TypeAdapter[types.SamplingContent] = TypeAdapter(types.Sampli
 class _Call:
     """One call in flight through a `SessionCallbacks`."""
 
-    __slots__ = ("exec", "owner", "tag")
+    __slots__ = ("ended", "exec", "tag")
 
-    def __init__(self, owner: SessionCallbacks, tag: str, exec: ToolRunContext) -> None:
-        self.owner = owner
+    def __init__(self, tag: str, exec: ToolRunContext) -> None:
         self.tag = tag
         self.exec = exec
+        self.ended = anyio.Event()  # its request has settled (or been cancelled)
+
+    async def stopped(self) -> None:
+        """The call aborted: wait until its request's cancellation is on the wire.
+
+        Answering the server's question first would let it finish the call with that
+        answer before it learns the call was cancelled. Usually the server withdraws the
+        question on the cancellation, and the wait ends in that (the SDK cancels us).
+        """
+        await self.ended.wait()
 
 
 # The call whose task is sending a request (see the module docstring, attribution 2).
@@ -175,7 +185,8 @@ class SessionCallbacks:
             return await elicit_for(call.exec, params)
         except Exception as error:
             if call.exec.signal.aborted:
-                return types.ElicitResult(action="cancel")  # the call is being stopped
+                await call.stopped()
+                return types.ElicitResult(action="cancel")
             return _refusal(error)
 
     async def sampling_callback(
@@ -189,6 +200,7 @@ class SessionCallbacks:
             return await sample_for(call.exec, params)
         except Exception as error:
             if call.exec.signal.aborted:
+                await call.stopped()
                 return types.ErrorData(
                     code=types.INVALID_REQUEST, message="the toolseam call was aborted"
                 )
@@ -198,13 +210,14 @@ class SessionCallbacks:
 
     def _enter(self, exec: ToolRunContext) -> tuple[_Call, contextvars.Token[_Call | None]]:
         """Track a call in flight (from its body, around its request)."""
-        call = _Call(self, secrets.token_hex(8), exec)
+        call = _Call(secrets.token_hex(8), exec)
         self._calls[call.tag] = call
         return call, _CURRENT.set(call)
 
     def _leave(self, call: _Call, token: contextvars.Token[_Call | None]) -> None:
         _CURRENT.reset(token)
         self._calls.pop(call.tag, None)
+        call.ended.set()
 
     def _meta(self, call: _Call) -> dict[str, Any]:
         """The ``_meta`` of the call's requests: its tag, and the 2026 log opt-in."""
