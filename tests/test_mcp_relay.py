@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import anyio
 import pytest
 import uvicorn
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel.server import Server
@@ -135,7 +135,9 @@ async def remote(
     if relay and callbacks is None:
         callbacks = SessionCallbacks()
     kwargs: Any = {} if callbacks is None else callbacks.session_kwargs()
-    async with Client(server, mode=mode, cache=None, **kwargs) as client:
+    # mcp 2.0's Client takes stdio parameters only as a transport.
+    target = stdio_client(server) if isinstance(server, StdioServerParameters) else server
+    async with Client(target, mode=mode, cache=None, **kwargs) as client:
         local = ToolRegistry()
         await register_mcp_tools(local, client.session, callbacks=callbacks)
         yield local, client.session
