@@ -34,6 +34,7 @@ from toolseam import (
     Sampled,
     SamplingRequest,
     ToolCall,
+    ToolError,
     ToolEvent,
     ToolExecution,
     ToolExecutionInput,
@@ -451,6 +452,30 @@ class TestElicit:
         assert isinstance(result, ToolFailure)
         assert result.code == CAPABILITY_FAILED
         assert result.error.message == 'tool "asks": elicitation failed: client went away'
+
+    @pytest.mark.parametrize(
+        ("raised", "code", "message"),
+        [
+            (
+                ToolError("the MCP client did not declare it", code=CAPABILITY_UNAVAILABLE),
+                CAPABILITY_UNAVAILABLE,
+                'tool "asks": elicitation is not available: the MCP client did not declare it',
+            ),
+            (
+                ToolError("quota", code="QUOTA"),
+                CAPABILITY_FAILED,
+                'tool "asks": elicitation failed: quota',
+            ),
+        ],
+    )
+    async def test_a_host_that_refuses_says_why(
+        self, raised: ToolError, code: str, message: str
+    ) -> None:
+        registry, _ = registry_with(asks(Person))
+        result = await registry.execute(make_input("asks", host=ToolHost(elicit=Answers(raised))))
+        assert isinstance(result, ToolFailure)
+        assert result.code == code
+        assert result.error.message == message
 
     async def test_an_abort_while_pending_withdraws_awaits_and_ends_aborted(self) -> None:
         answers = Answers(hold=True)

@@ -293,7 +293,8 @@ async def test_an_http_upstream_that_comes_back_is_reconnected(
     with serving(http_server_command(), tmp_path / "a.log", {RECORD_ENV: str(a.path)}) as first:
         url, port = first.url, first.port
         target = stdio_gateway(url, anyio_backend, b, gateway)
-        with anyio.fail_after(GUARD):
+        # One guard over three process starts (the gateway, b, a again) and a shutdown.
+        with anyio.fail_after(3 * GUARD):
             async with connect(target) as session:
                 before = await session.call_tool("a_echo", {"text": "before"})
                 assert reap(first.process) == 0  # a stops cleanly (SIGTERM)
@@ -500,7 +501,7 @@ async def test_the_docs_example_gateway(capsys: pytest.CaptureFixture[str]) -> N
     with anyio.fail_after(GUARD):
         await main()
     assert capsys.readouterr().out.splitlines() == promised
-    assert len(promised) == 6
+    assert len(promised) == 7
 
 
 # -- the reconnect policy's transitions --------------------------------------------------------

@@ -10,9 +10,10 @@ gateway in front of them, then talks to the gateway only:
 - the gateway: ``python -m toolseam.mcp gateway`` as a subprocess over stdio, with
   `policy` (below) applied to every upstream's calls in one place.
 
-The client stops a running ``web_search``: its cancellation reaches the gateway (hop 1),
-whose remote tool cancels its own request to ``web`` (hop 2), where the body sees its
-signal abort and the result is ``ABORTED``.
+The client watches a running ``web_search``: the body's ``exec.progress`` crosses both
+hops back to it (the gateway relays it). Then the client stops the call: its cancellation
+reaches the gateway (hop 1), whose remote tool cancels its own request to ``web`` (hop 2),
+where the body sees its signal abort and the result is ``ABORTED``.
 """
 
 from __future__ import annotations
@@ -40,14 +41,13 @@ class TextArgs(TypedDict):
 
 
 web = ToolRegistry()  # the "web" upstream's own registry
-searching = anyio.Event()
 web_published = anyio.Event()
 
 
 @define_tool(name="search", description="Search the web (slow).")
 async def search(args: SearchArgs, exec: ToolRunContext) -> list[str]:
     print("web: search started")
-    searching.set()
+    exec.progress(1, total=3, message=f"searching the web for {args['query']}")
     await exec.signal.wait()  # a slow search that honours its signal
     print(f"web: search saw the stop ({exec.signal.reason})")
     exec.signal.raise_if_aborted()
@@ -105,9 +105,16 @@ async def main() -> None:
             denied = await session.call_tool("local_search", {"query": "MCP"})
             print("local_search ->", describe(denied))
 
+            progressed = anyio.Event()
+
+            async def show(progress: float, total: float | None, message: str | None) -> None:
+                print(f"client: {message} ({progress:.0f}/{total or 0:.0f})")
+                progressed.set()
+
+            search = functools.partial(session.call_tool, progress_callback=show)
             async with anyio.create_task_group() as calls:
-                calls.start_soon(session.call_tool, "web_search", {"query": "MCP"})
-                await searching.wait()
+                calls.start_soon(search, "web_search", {"query": "MCP"})
+                await progressed.wait()  # the search's progress crossed both hops
                 calls.cancel_scope.cancel()  # the user pressed stop: hop 1
             await web_published.wait()  # hop 2 reached the body, which has stopped
         servers.cancel_scope.cancel()  # serve_http shuts down cleanly
@@ -117,7 +124,8 @@ async def main() -> None:
 # -> local_word_count -> {"words": 6}
 # -> local_search -> Error: tool call denied: search the web upstream instead
 # -> web: search started
-# -> web: search saw the stop (operation aborted: the MCP client closed the request's stream)
+# -> client: searching the web for MCP (1/3)
+# -> web: search saw the stop (operation aborted: the MCP request was cancelled)
 # -> web: search -> ABORTED
 
 if __name__ == "__main__":

@@ -450,5 +450,23 @@ def _failed(exec_name: str, detail: str) -> ToolError:
 
 
 def host_failed(capability: str, exec_name: str, error: BaseException) -> ToolError:
-    """A host's exception, as the body sees it: coded, with the host's message."""
+    """A host's exception, as the body sees it: coded, with the host's message.
+
+    A host that turns out not to offer the capability for this call raises a `ToolError`
+    coded ``CAPABILITY_UNAVAILABLE`` saying why (an MCP client that did not declare
+    elicitation): the body gets ``CAPABILITY_UNAVAILABLE`` with that reason. Anything else
+    is ``CAPABILITY_FAILED``.
+    """
+    if issubclass(type(error), ToolError):
+        refusal = cast("ToolError", error)
+        try:  # a hostile subclass may make its attributes raise
+            code: object = refusal.code
+            why: object = refusal.message
+        except Exception:
+            code = why = None
+        if type(code) is str and code == CAPABILITY_UNAVAILABLE:
+            return ToolError(
+                f'tool "{exec_name}": {capability} is not available: {safe_str(why)}',
+                code=CAPABILITY_UNAVAILABLE,
+            )
     return _failed(exec_name, f"{capability} failed: {safe_str(error)}")

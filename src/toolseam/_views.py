@@ -96,7 +96,10 @@ class ToolHost:
     synchronously: they must not block; an `Exception` they raise is logged and contained.
     ``elicit`` and ``sample`` answer the body's requests; each receives the call's signal
     and must withdraw its request when that signal aborts (MCP: ``notifications/cancelled``)
-    and return or raise promptly: the registry awaits it, it never races it.
+    and return or raise promptly: the registry awaits it, it never races it. One that
+    cannot offer the capability for this call after all raises a `ToolError` coded
+    ``CAPABILITY_UNAVAILABLE`` whose message says why; the body gets that code and reason
+    (any other exception is ``CAPABILITY_FAILED``).
     """
 
     on_progress: Callable[[ToolExecution, ProgressEvent], object] | None = None

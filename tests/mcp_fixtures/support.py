@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -141,3 +141,20 @@ class Record:
         while not (found := self.events(**match)):  # noqa: ASYNC110
             await anyio.sleep(0.01)
         return found[0]
+
+
+@contextmanager
+def first_error() -> Iterator[None]:
+    """Re-raise the first leaf of an exception group.
+
+    On CPython 3.11.7, once ``mcp`` (and so ``click``) is imported, pytest can crash with
+    ``SystemError: AST constructor recursion depth mismatch`` while rendering a failure
+    wrapped in nested exception groups; a bare exception renders fine.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = cast("BaseExceptionGroup[BaseException]", leaf).exceptions[0]
+        raise leaf from None

@@ -6,9 +6,12 @@ imports it. See ``docs/mcp.md``.
 - Server: `serve_stdio` and `serve_http` (or ``python -m toolseam.mcp serve MODULE:ATTR
   [--http [HOST:]PORT]``), and `create_server` for other transports. A client's
   cancellation (``notifications/cancelled``, or closing the request's stream) and a client
-  going away abort the call's signal; the body is awaited before the request settles.
+  going away abort the call's signal; the body is awaited before the request settles. A
+  body's ``exec.progress``/``log``/``elicit``/``sample`` reach the client of the call.
 - Client: `register_mcp_tools` registers every tool of a ``mcp.ClientSession`` as a
-  `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation.
+  `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation, and the
+  server's progress as ``exec.progress``; with `SessionCallbacks`, its log messages,
+  elicitation and sampling requests reach the call's ``exec.log``/``elicit``/``sample``.
 - Gateway: `mount_upstreams` (or ``python -m toolseam.mcp gateway --upstream NAME=...``)
   registers the tools of several MCP servers in one registry, each under ``NAME_``.
 """
@@ -33,6 +36,8 @@ from ._client import register_mcp_tools as register_mcp_tools
 from ._gateway import mount_upstreams as mount_upstreams
 from ._http import MCP_PATH as MCP_PATH
 from ._http import serve_http as serve_http
+from ._relay import SessionCallbacks as SessionCallbacks
+from ._relay import SessionKwargs as SessionKwargs
 from ._server import create_server as create_server
 from ._server import serve_stdio as serve_stdio
 from ._wire import CODE_META_KEY as CODE_META_KEY
@@ -44,6 +49,8 @@ __all__ = (
     "REMOTE_TOOL_ERROR",
     "McpToolDefinition",
     "RemoteToolError",
+    "SessionCallbacks",
+    "SessionKwargs",
     "call_tool_result",
     "create_server",
     "mount_upstreams",

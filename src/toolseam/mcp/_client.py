@@ -16,6 +16,7 @@ awaits it; see ``toolseam.mcp._server``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, cast, final
@@ -23,6 +24,7 @@ from typing import Any, Final, Protocol, cast, final
 import anyio
 import anyio.lowlevel
 from mcp import ClientSession, MCPError, types
+from mcp.shared.dispatcher import ProgressFnT
 
 from .._errors import ToolArgsError, ToolError
 from .._json import FrozenDict, JsonValue, materialize
@@ -30,6 +32,7 @@ from .._registration import Registration
 from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolResult, render_value
 from .._views import ToolExecution, ToolRunContext
+from ._relay import SessionCallbacks, elicit_for, sample_for
 from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY, VALUE_META_KEY
 
 __all__ = [
@@ -43,6 +46,12 @@ __all__ = [
 
 REMOTE_TOOL_ERROR: Final = "REMOTE_TOOL_ERROR"
 """The code of a failure the remote MCP server reported for a call (`RemoteToolError`)."""
+
+# A 2026-07-28 server asks for input by answering InputRequiredResult (SEP-2322): as many
+# rounds as the SDK's own driver allows, and its backoff when a round asks nothing.
+_MAX_INPUT_ROUNDS: Final = 10
+_FIRST_POLL: Final = 0.05
+_LAST_POLL: Final = 0.25
 
 
 class RemoteToolError(ToolError):
@@ -152,29 +161,57 @@ class McpToolDefinition:
       newlines; its content is the remote content blocks as sent.
       Remote ``additional_contexts`` (from a toolseam server) are deferred onto the result.
     - A call may overlap others only when the tool's ``readOnlyHint`` annotation is true.
+    - The server's progress notifications for a call become its ``exec.progress`` (only
+      increasing values); with ``callbacks``, its log messages, elicitation and sampling
+      requests become the call's ``exec.log``, ``exec.elicit`` and ``exec.sample``.
+    - A 2026-07-28 server that asks for input (``InputRequiredResult``) is answered through
+      ``exec.elicit``/``exec.sample`` and the call retried, as the SDK's ``Client`` does.
 
     Args:
         session: An initialized ``mcp.ClientSession``; it must outlive every call.
         tool: The tool as listed by the server.
         name: The local tool name; defaults to the remote name.
+        callbacks: The `SessionCallbacks` the session was created with, if any.
     """
 
-    __slots__ = ("_description", "_link", "_name", "_parameters", "_read_only", "_remote_name")
+    __slots__ = (
+        "_callbacks",
+        "_description",
+        "_link",
+        "_name",
+        "_parameters",
+        "_read_only",
+        "_remote_name",
+    )
 
     def __init__(
-        self, session: ClientSession, tool: types.Tool, *, name: str | None = None
+        self,
+        session: ClientSession,
+        tool: types.Tool,
+        *,
+        name: str | None = None,
+        callbacks: SessionCallbacks | None = None,
     ) -> None:
-        self._setup(_FixedSession(session), tool, name)
+        self._setup(_FixedSession(session), tool, name, callbacks)
 
     @classmethod
-    def _linked(cls, link: SessionLink, tool: types.Tool, name: str) -> McpToolDefinition:
+    def _linked(
+        cls, link: SessionLink, tool: types.Tool, name: str, callbacks: SessionCallbacks | None
+    ) -> McpToolDefinition:
         """A definition that asks ``link`` for the session of each call."""
         self = cls.__new__(cls)
-        self._setup(link, tool, name)
+        self._setup(link, tool, name, callbacks)
         return self
 
-    def _setup(self, link: SessionLink, tool: types.Tool, name: str | None) -> None:
+    def _setup(
+        self,
+        link: SessionLink,
+        tool: types.Tool,
+        name: str | None,
+        callbacks: SessionCallbacks | None,
+    ) -> None:
         self._link = link
+        self._callbacks = callbacks
         self._remote_name = tool.name
         self._name = tool.name if name is None else name
         self._description = tool.description or ""
@@ -238,23 +275,40 @@ class McpToolDefinition:
         outcome: types.CallToolResult | None = None
         failure: Exception | None = None
         call_scope = anyio.CancelScope()
+        last: float | None = None
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            nonlocal last
+            # The SDK runs each callback in a task of its own, and MCP progress increases:
+            # one that overtook a later one is dropped rather than reported backwards.
+            if last is None or progress > last:
+                last = progress
+                with contextlib.suppress(ValueError):  # a value the registry refuses
+                    exec.progress(progress, total, message)
 
         async def forward_abort() -> None:
             await signal.wait()
             call_scope.cancel()
 
-        async with anyio.create_task_group() as forwarder:
-            forwarder.start_soon(forward_abort)
-            # Cancelling this scope is how the SDK is told to cancel the request: it writes
-            # notifications/cancelled, then re-raises, and the scope absorbs it.
-            with call_scope:
-                try:
-                    session = await self._link.session()
-                    outcome = await session.call_tool(self._remote_name, args.arguments)
-                except Exception as error:
-                    # Raised below, outside the task group, which would wrap it in a group.
-                    failure = error
-            forwarder.cancel_scope.cancel()
+        callbacks = self._callbacks
+        entered = None if callbacks is None else callbacks._enter(exec)
+        tagged = None if entered is None or callbacks is None else callbacks._meta(entered[0])
+        try:
+            async with anyio.create_task_group() as forwarder:
+                forwarder.start_soon(forward_abort)
+                # Cancelling this scope is how the SDK is told to cancel the request: it
+                # writes notifications/cancelled, then re-raises, and the scope absorbs it.
+                with call_scope:
+                    try:
+                        session = await self._link.session()
+                        outcome = await self._call(session, args, exec, progress, tagged)
+                    except Exception as error:
+                        # Raised below, outside the task group, which would wrap it in a group.
+                        failure = error
+                forwarder.cancel_scope.cancel()
+        finally:
+            if entered is not None and callbacks is not None:
+                callbacks._leave(*entered)
         if isinstance(failure, ConnectionError):  # the link has no session to offer
             raise RemoteToolError(self._remote_name, str(failure)) from failure
         if isinstance(failure, MCPError):
@@ -284,6 +338,65 @@ class McpToolDefinition:
             )
         args.content = [_dump(block) for block in outcome.content]
         return outcome
+
+    async def _call(
+        self,
+        session: ClientSession,
+        args: _RemoteCall,
+        exec: ToolRunContext,
+        progress: ProgressFnT,
+        meta: dict[str, Any] | None,
+    ) -> types.CallToolResult:
+        """The ``tools/call``, and its retries while a 2026-07-28 server asks for input."""
+        name = self._remote_name
+        request_meta = cast("types.RequestParamsMeta | None", meta)
+        outcome = await session.call_tool(
+            name,
+            args.arguments,
+            progress_callback=progress,
+            meta=request_meta,
+            allow_input_required=True,
+        )
+        rounds = 0
+        poll = _FIRST_POLL
+        while isinstance(outcome, types.InputRequiredResult):
+            rounds += 1
+            if rounds > _MAX_INPUT_ROUNDS:
+                raise RemoteToolError(
+                    name, f"the server asked for input more than {_MAX_INPUT_ROUNDS} times"
+                )
+            responses: types.InputResponses | None = None
+            if outcome.input_requests:
+                poll = _FIRST_POLL
+                # One at a time, in the server's order: they are questions for a person.
+                responses = {
+                    key: await self._answer(exec, request)
+                    for key, request in outcome.input_requests.items()
+                }
+            else:  # the server is not ready yet: ask again, a little later each time
+                await anyio.sleep(poll)
+                poll = min(poll * 2, _LAST_POLL)
+            outcome = await session.call_tool(
+                name,
+                args.arguments,
+                progress_callback=progress,
+                meta=request_meta,
+                input_responses=responses,
+                request_state=outcome.request_state,
+                allow_input_required=True,
+            )
+        return outcome
+
+    async def _answer(
+        self, exec: ToolRunContext, request: types.InputRequest
+    ) -> types.InputResponse:
+        if isinstance(request, types.ElicitRequest):
+            return await elicit_for(exec, request.params)
+        if isinstance(request, types.CreateMessageRequest):
+            return await sample_for(exec, request.params)
+        raise RemoteToolError(
+            self._remote_name, "the server asked for the client's roots, which toolseam has none of"
+        )
 
     def serialize_output(self, output: types.CallToolResult, /) -> JsonValue:
         """The value: ``structuredContent``, else a toolseam server's ``_meta`` value, else text.
@@ -335,7 +448,11 @@ async def list_tools(session: ClientSession) -> list[types.Tool]:
 
 
 async def register_mcp_tools(
-    registry: ToolRegistry, session: ClientSession, *, name_prefix: str = ""
+    registry: ToolRegistry,
+    session: ClientSession,
+    *,
+    name_prefix: str = "",
+    callbacks: SessionCallbacks | None = None,
 ) -> list[Registration]:
     """Register every tool of a connected MCP server in a registry.
 
@@ -343,10 +460,16 @@ async def register_mcp_tools(
     per tool, named ``name_prefix + remote name``. Either every tool is registered or, if
     one registration fails, none stays registered.
 
+    With ``callbacks`` (the `SessionCallbacks` the session was created with), the server's
+    log messages, elicitation and sampling requests reach the calls of these tools; on a
+    handshake-era connection to a server with logging, it first sends ``logging/setLevel``
+    with ``callbacks.log_level``.
+
     Args:
         registry: Where to register the tools.
         session: An initialized ``mcp.ClientSession``; keep it open while the tools are used.
         name_prefix: Prepended to every local tool name, to keep servers apart.
+        callbacks: The `SessionCallbacks` given to ``session`` when it was created.
 
     Returns:
         One `Registration` per tool, in the server's order; ``remove()`` unregisters it.
@@ -355,11 +478,15 @@ async def register_mcp_tools(
         ValueError: A tool of the same local name is already registered.
         mcp.MCPError: The server failed ``tools/list``.
     """
+    if callbacks is not None:
+        await callbacks._attach(session)
     tools = await list_tools(session)
     registrations: list[Registration] = []
     try:
         for tool in tools:
-            definition = McpToolDefinition(session, tool, name=name_prefix + tool.name)
+            definition = McpToolDefinition(
+                session, tool, name=name_prefix + tool.name, callbacks=callbacks
+            )
             registrations.append(registry.register(definition))
     except BaseException:
         for registration in registrations:

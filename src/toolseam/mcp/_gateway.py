@@ -12,9 +12,21 @@ and a cancellation travels the same way: the client cancels (hop 1), the gateway
 aborts the call's signal, the remote tool's body sees it and cancels its request (hop 2),
 the upstream server aborts its body's signal (see ``_server`` and ``_client``).
 
+So do the capabilities, the other way: the upstream body's progress and logs become the
+gateway call's ``exec.progress``/``exec.log`` (``_relay``), which the gateway's server
+sends to its client (``_host``); an upstream's elicitation or sampling request becomes the
+gateway call's ``exec.elicit``/``exec.sample``, which asks the gateway's client. A
+withdrawal crosses both hops: the upstream's ``notifications/cancelled`` cancels the relay
+callback, whose pending hop-1 request the SDK then withdraws; an abort at the gateway
+withdraws its hop-1 request and cancels hop 2, where the upstream withdraws its own.
+
 Connections. Each upstream is held by a task of its own (`_Upstream.run`) through the
-SDK's ``Client``, which negotiates the protocol era itself (``server/discover``, falling
-back to ``initialize``). A stdio upstream is started once: when its process exits, its
+SDK's ``Client`` in *legacy* mode (the ``initialize`` handshake, MCP 2025-11-25): the
+revision in which a server can ask its client for input during a call, which the relay
+needs (at 2026-07-28 it answers ``InputRequiredResult`` instead, and toolseam servers do not
+park a body for that). Over HTTP, a cancellation then travels as a
+``notifications/cancelled`` POST of its own (see ``docs/mcp.md`` for its one limit). A stdio
+upstream is started once: when its process exits, its
 calls fail at once with ``REMOTE_TOOL_ERROR`` (the SDK closes the session) and it is not
 restarted. An HTTP upstream reconnects on demand (`_Upstream.session`): when its
 connection is lost (the transport failed, or the server forgot the session), the next
@@ -41,6 +53,7 @@ from mcp.types import INVALID_REQUEST
 from .._registration import Registration
 from .._registry import ToolRegistry
 from ._client import McpToolDefinition, list_tools
+from ._relay import SessionCallbacks
 
 __all__ = ["check_name", "mount_upstreams", "upstream_target"]
 
@@ -98,11 +111,14 @@ class _Upstream:
         "_shown",
         "_target",
         "_wanted",
+        "callbacks",
         "name",
     )
 
     def __init__(self, name: str, target: str | StdioServerParameters) -> None:
         self.name = name
+        # Every level: the gateway's own server filters by what each of its clients asked.
+        self.callbacks = SessionCallbacks(log_level="debug")
         self._target = target
         shown = target if isinstance(target, str) else shlex.join([target.command, *target.args])
         self._shown = shown
@@ -131,8 +147,15 @@ class _Upstream:
             self._lost = lost = anyio.Event()
             session: ClientSession | None = None
             try:
-                async with Client(self._transport(), cache=None) as client:
+                client = Client(
+                    self._transport(),
+                    cache=None,
+                    mode="legacy",
+                    **self.callbacks.session_kwargs(),
+                )
+                async with client:
                     session = client.session
+                    await self.callbacks._attach(session)
                     if tools is None:
                         tools = await list_tools(session)
                         task_status.started(tools)
@@ -240,7 +263,10 @@ async def mount_upstreams(
 
     Every upstream is connected (in order) and its tools are listed once; each becomes an
     `McpToolDefinition` named ``NAME_`` + remote name, so a call through ``registry``
-    reaches that upstream, and aborting its signal cancels the remote call. The
+    reaches that upstream, and aborting its signal cancels the remote call. The upstream's
+    progress, log messages, elicitation and sampling requests reach the call's
+    ``exec.progress``/``log``/``elicit``/``sample`` (each connection is made in MCP's
+    handshake mode, in which a server may ask its client during a call). The
     connections are held until the context exits; then the tools are unregistered and
     the connections closed (a stdio upstream's process is stopped). An upstream that
     goes away fails only its own calls (``REMOTE_TOOL_ERROR``); an HTTP upstream
@@ -277,7 +303,9 @@ async def mount_upstreams(
                     local: list[str] = []
                     for tool in tools:
                         local_name = f"{name}_{tool.name}"
-                        definition = McpToolDefinition._linked(upstream, tool, local_name)
+                        definition = McpToolDefinition._linked(
+                            upstream, tool, local_name, upstream.callbacks
+                        )
                         registrations.append(registry.register(definition))
                         local.append(local_name)
                 except (ConnectionError, ValueError) as error:

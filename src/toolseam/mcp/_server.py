@@ -45,7 +45,8 @@ from .._errors import AbortError, type_name
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
-from .._views import ToolExecutionInput
+from .._views import ToolExecutionInput, ToolHost
+from ._host import RequestHost, set_log_level
 from ._wire import call_tool_result, plain_json
 
 __all__ = [
@@ -168,13 +169,17 @@ async def _execute(
     call: ToolExecutionInput,
     controller: AbortController,
     disconnected: anyio.Event | None,
+    host: RequestHost,
 ) -> ToolResult:
     """Run one call to quiescence, turning the SDK's cancellation into an abort.
 
     See the module docstring: the registry call is shielded from the handler's cancel scope;
     the watcher task is not, so a cancelled request (or a closing connection) cancels the
     watcher, which aborts the controller. A client that disconnects aborts it too.
-    Cancellation is re-raised once the call settled.
+    Cancellation is re-raised once the call settled. Beside them runs the task that sends
+    the call's progress and log notifications; once the call has settled, its requests
+    still pending are withdrawn and awaited (shielded) and its notifications sent, before
+    the answer (see ``_host``).
     """
     settled = False
     result: ToolResult | None = None
@@ -195,11 +200,14 @@ async def _execute(
     try:
         async with anyio.create_task_group() as watcher:
             watcher.start_soon(abort_when_cancelled)
+            host.start(watcher)
             # Not a race: the shield keeps the SDK's cancellation away from the body, which
             # is awaited to completion; the abort reaches it through its signal instead.
             with anyio.CancelScope(shield=True):
                 result = await registry.execute(call)
+                await host.settle()
             settled = True
+            await host.flush()
             watcher.cancel_scope.cancel()
     finally:
         calls.leave(controller)
@@ -225,13 +233,18 @@ _ENTRY: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
 
 
 def _call_input(
-    request_id: object, name: str, arguments: object, signal: AbortSignal
+    request_id: object,
+    name: str,
+    arguments: object,
+    signal: AbortSignal,
+    host: ToolHost | None = None,
 ) -> ToolExecutionInput:
     return ToolExecutionInput(
         call_id=str(request_id),
         name=name,
         arguments={} if arguments is None else arguments,
         signal=signal,
+        host=host,
     )
 
 
@@ -299,8 +312,11 @@ def serve_registry(
             # handler ran, so the body must not start; the registry publishes
             # ABORTED_BEFORE_DISPATCH and the cancellation goes on below.
             controller.abort(AbortError(_CANCELLED))
-        call = _call_input(ctx.request_id, params.name, params.arguments, controller.signal)
-        result = await _execute(registry, calls, call, controller, _disconnected(ctx))
+        host = RequestHost(ctx)
+        call = _call_input(
+            ctx.request_id, params.name, params.arguments, controller.signal, host.host
+        )
+        result = await _execute(registry, calls, call, controller, _disconnected(ctx), host)
         return call_tool_result(result)
 
     server: Server[Any] = Server(
@@ -310,6 +326,9 @@ def serve_registry(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # Registered by hand (not `on_set_logging_level`, which the SDK marks deprecated); it
+    # also makes the server advertise the `logging` capability.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
     server.middleware.insert(0, _publish_unreached(registry))
     return server
 

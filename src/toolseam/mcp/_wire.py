@@ -18,6 +18,7 @@ from .._json import JsonValue, dumps
 from .._results import ContentBlock, ToolResult
 
 __all__ = [
+    "CALL_META_KEY",
     "CODE_META_KEY",
     "CONTEXTS_META_KEY",
     "MESSAGE_META_KEY",
@@ -26,6 +27,14 @@ __all__ = [
     "call_tool_result",
     "plain_json",
 ]
+
+CALL_META_KEY: Final = "toolseam/call"
+"""``_meta`` key of a toolseam client's tag for one ``tools/call`` request.
+
+A toolseam client sends one on each call; a toolseam server copies it onto every log
+message, elicitation and sampling request it sends for that call, so the client can tell
+which of its calls they belong to whatever the transport (see ``_relay``).
+"""
 
 logger = logging.getLogger("toolseam")
 

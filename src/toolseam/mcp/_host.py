@@ -1,0 +1,415 @@
+"""The `ToolHost` one ``tools/call`` request offers its tool body: `RequestHost`.
+
+Each capability of a body maps onto the request's MCP connection (contract §13):
+
+- ``exec.progress`` → ``notifications/progress`` with the request's own ``progressToken``
+  (``ServerSession.report_progress``), only when the request carried one. MCP requires the
+  values of one request to increase: a value not above the last one sent is dropped.
+  Progress events still waiting to be sent coalesce into the latest.
+- ``exec.log`` → ``notifications/message`` related to the request (over streamable HTTP it
+  rides the request's own stream), at the levels the client asked for: ``logging/setLevel``
+  on a handshake-era connection (`set_log_level`; everything until it is sent, as the SDK
+  does), the request's ``_meta`` opt-in on a 2026-07-28 one.
+- ``exec.elicit`` / ``exec.sample`` → ``elicitation/create`` / ``sampling/createMessage``
+  requests to the client, related to the request, when the client declared the capability
+  and the connection can carry them (2026-07-28 connections cannot: a server answers with
+  ``InputRequiredResult`` there, which a parked body does not fit). Otherwise the body gets
+  ``CAPABILITY_UNAVAILABLE`` and the reason.
+
+The registry calls ``on_progress``/``on_log`` synchronously in the event loop's thread, so
+they only queue: one sender task (`RequestHost.start`, beside the handler's watcher) writes
+the queue in order. A request is withdrawn (the SDK writes ``notifications/cancelled`` for
+it) by cancelling the scope its ``send_request`` runs in, when the call's signal aborts.
+
+Before the handler answers, `settle` withdraws and awaits every request of the call still
+pending (one a relay task asked for, after the body returned), and `flush` sends what is
+queued: over streamable HTTP, messages related to a request whose stream has closed are
+dropped by the SDK, so a late withdrawal would never reach the client.
+
+Every ``_meta["toolseam/call"]`` tag the client sent is copied onto the log messages and
+requests, so a toolseam client can attribute them to its call (``_relay``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeAlias, TypeVar, cast, final
+
+import anyio
+import anyio.abc
+from mcp import types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+
+from .._capabilities import (
+    CAPABILITY_UNAVAILABLE,
+    LOG_LEVELS,
+    ElicitationRequest,
+    Elicited,
+    LogEvent,
+    ProgressEvent,
+    Sampled,
+    SamplingRequest,
+)
+from .._errors import ToolError
+from .._json import FrozenDict
+from .._signals import AbortSignal, in_loop
+from .._views import ToolExecution, ToolHost
+from ._wire import CALL_META_KEY, plain_json
+
+__all__ = ["OUTBOX_LIMIT", "RequestHost", "set_log_level"]
+
+logger = logging.getLogger("toolseam.mcp")
+
+OUTBOX_LIMIT: Final = 1024
+"""How many progress and log notifications of one call may wait for a slow client.
+
+Beyond it, new log messages are dropped (and counted, in a warning once the queue has
+drained); consecutive progress notifications are coalesced into the latest one anyway.
+"""
+
+_LEVEL_KEY: Final = "toolseam.mcp.log_level"
+
+ResultT = TypeVar("ResultT", bound=BaseModel)
+_Note: TypeAlias = ProgressEvent | LogEvent
+
+
+def _connection_state(ctx: ServerRequestContext[Any]) -> dict[str, Any] | None:
+    # The per-connection scratch state of the SDK (`Connection.state`) is reachable from a
+    # handler only through the session's private attribute (mcp 2.0 to 2.3); the SDK leaves
+    # `logging/setLevel` filtering to the application (`mcp.server.connection`).
+    connection: object = getattr(ctx.session, "_connection", None)
+    state: object = getattr(connection, "state", None)
+    return state if isinstance(state, dict) else None  # pyright: ignore[reportUnknownVariableType]
+
+
+async def set_log_level(
+    ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    """The ``logging/setLevel`` handler: keep the client's level for its connection."""
+    state = _connection_state(ctx)
+    if state is not None:
+        state[_LEVEL_KEY] = params.level
+    return types.EmptyResult()
+
+
+@final
+class _Outbox:
+    """A call's progress and log notifications, sent in order by one task.
+
+    `put` never blocks. Consecutive progress events coalesce (the newest wins); beyond
+    `OUTBOX_LIMIT` queued events, a new log message is dropped and counted. Used from the
+    event loop's thread only.
+    """
+
+    __slots__ = ("_busy", "_closed", "_dropped", "_idle", "_items", "_running", "_wake")
+
+    def __init__(self) -> None:
+        self._items: deque[_Note] = deque()
+        self._wake: anyio.Event | None = None
+        self._idle: anyio.Event | None = None
+        self._busy = False
+        self._running = False
+        self._closed = False
+        self._dropped = 0
+
+    def put(self, note: _Note) -> None:
+        if self._closed:
+            return
+        items = self._items
+        if type(note) is ProgressEvent and items and type(items[-1]) is ProgressEvent:
+            items[-1] = note
+        elif len(items) >= OUTBOX_LIMIT:
+            self._dropped += 1
+            return
+        else:
+            items.append(note)
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake.set()
+
+    def start(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        send: Callable[[_Note], Awaitable[None]],
+        dropped: Callable[[int], Awaitable[None]],
+    ) -> None:
+        """Start the sender: from now on, `flush` waits for it."""
+        self._running = True  # before the task first runs: a flush before then must wait
+        task_group.start_soon(self._run, send, dropped)
+
+    async def _run(
+        self,
+        send: Callable[[_Note], Awaitable[None]],
+        dropped: Callable[[int], Awaitable[None]],
+    ) -> None:
+        """Send whatever is queued, in order, until cancelled."""
+        items = self._items
+        try:
+            while True:
+                while items or self._dropped:
+                    self._busy = True
+                    try:
+                        if items:
+                            await send(items.popleft())
+                        else:
+                            count, self._dropped = self._dropped, 0
+                            await dropped(count)
+                    except Exception as error:
+                        # A notification has no answer to fail: the connection is going
+                        # away (and the SDK cancels the handler), or one message did not fit.
+                        logger.debug("MCP notification not sent: %r", error)
+                    finally:
+                        self._busy = False
+                idle, self._idle = self._idle, None
+                if idle is not None:
+                    idle.set()
+                self._wake = wake = anyio.Event()
+                await wake.wait()
+        finally:
+            self._running = False
+            idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
+
+    async def flush(self) -> None:
+        """Return once everything queued so far is sent (at once if nothing sends it)."""
+        while self._running and (self._items or self._busy or self._dropped):
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def close(self) -> None:
+        """Drop whatever comes later."""
+        self._closed = True
+
+
+@final
+class _Asking:
+    """One elicitation or sampling request in flight: withdrawn by cancelling ``scope``."""
+
+    __slots__ = ("done", "scope")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+
+
+class _Withdrawn(Exception):
+    """A sampling request the server withdrew because its call had already settled."""
+
+
+@final
+class RequestHost:
+    """The capabilities one ``tools/call`` request offers its body: see the module docstring.
+
+    The handler builds one per request, passes `host` in the call's input, runs `start`
+    beside the call, and awaits `settle` then `flush` before it answers.
+    """
+
+    __slots__ = ("_asking", "_ctx", "_echo", "_last_progress", "_levels", "_outbox", "_settled")
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+        meta: Mapping[str, Any] = ctx.meta or {}
+        tag = meta.get(CALL_META_KEY)
+        self._echo: dict[str, Any] | None = {CALL_META_KEY: tag} if type(tag) is str else None
+        # Which levels this request may carry at all: every level on a handshake-era
+        # connection (logging/setLevel narrows them), the _meta opt-in on a 2026 one.
+        self._levels = allowed_log_levels(ctx.protocol_version, meta)
+        self._outbox = _Outbox()
+        self._last_progress: float | None = None
+        self._asking: set[_Asking] = set()
+        self._settled = False
+
+    @property
+    def host(self) -> ToolHost:
+        """The `ToolHost` to put in the call's input."""
+        # Progress is offered even without a progressToken in the params: the in-process
+        # dispatcher of the SDK's `Client(server)` hands the caller's callback over
+        # directly, and `report_progress` is a no-op where nobody asked.
+        return ToolHost(
+            on_progress=self._on_progress,
+            on_log=self._on_log if self._levels else None,
+            elicit=self._elicit,
+            sample=self._sample,
+        )
+
+    def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start the task that sends the call's notifications."""
+        self._outbox.start(task_group, self._send, self._report_dropped)
+
+    async def settle(self) -> None:
+        """Withdraw every request of the call still pending, and await each (run shielded)."""
+        self._settled = True
+        asking = list(self._asking)
+        for request in asking:
+            request.scope.cancel()
+        for request in asking:
+            await request.done.wait()
+
+    async def flush(self) -> None:
+        """Send what is queued; drop whatever the call reports later."""
+        await self._outbox.flush()
+        self._outbox.close()
+
+    # -- progress and logs ------------------------------------------------------------------
+
+    def _on_progress(self, exec: ToolExecution, event: ProgressEvent) -> None:
+        last = self._last_progress
+        if last is not None and event.progress <= last:
+            return  # MCP: the progress of a request increases with each notification
+        self._last_progress = event.progress
+        self._outbox.put(event)
+
+    def _on_log(self, exec: ToolExecution, event: LogEvent) -> None:
+        if self._allows(event.level):
+            self._outbox.put(event)
+
+    def _allows(self, level: str) -> bool:
+        if level not in self._levels:
+            return False
+        state = _connection_state(self._ctx)
+        wanted = None if state is None else state.get(_LEVEL_KEY)
+        return wanted not in LOG_LEVELS or LOG_LEVELS.index(level) >= LOG_LEVELS.index(wanted)
+
+    async def _send(self, note: _Note) -> None:
+        ctx = self._ctx
+        if type(note) is ProgressEvent:
+            await ctx.session.report_progress(note.progress, note.total, note.message)
+            return
+        assert type(note) is LogEvent
+        params = types.LoggingMessageNotificationParams(
+            level=note.level, data=plain_json(note.data), logger=note.logger, _meta=self._echo
+        )
+        await ctx.session.send_notification(
+            types.LoggingMessageNotification(params=params), related_request_id=ctx.request_id
+        )
+
+    async def _report_dropped(self, count: int) -> None:
+        if self._allows("warning"):
+            text = f"{count} log messages of this call were dropped: the client reads too slowly"
+            await self._send(LogEvent("warning", text, "toolseam.mcp"))
+
+    # -- elicitation and sampling -----------------------------------------------------------
+
+    def _check_available(self, capability: str) -> None:
+        """Raise ``CAPABILITY_UNAVAILABLE`` saying why, unless the client can be asked."""
+        session = self._ctx.session
+        why = None
+        if not session.can_send_request:
+            version = session.protocol_version
+            why = (
+                f"the MCP client connected with protocol revision {version}, in which a server "
+                "cannot send it requests during a call"
+                if version in MODERN_PROTOCOL_VERSIONS
+                else "this MCP connection cannot carry requests from the server to the client"
+            )
+        else:
+            declared = session.client_capabilities
+            if capability == "elicitation":
+                modes = None if declared is None else declared.elicitation
+                # `elicitation: {}` means form mode (the revisions before URL mode).
+                if modes is None or (modes.form is None and modes.url is not None):
+                    why = "the MCP client did not declare the elicitation capability (form mode)"
+            elif declared is None or declared.sampling is None:
+                why = "the MCP client did not declare the sampling capability"
+        if why is not None:
+            raise ToolError(why, code=CAPABILITY_UNAVAILABLE)
+
+    async def _elicit(
+        self, exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+    ) -> Elicited[Any]:
+        self._check_available("elicitation")
+        params = types.ElicitRequestFormParams(
+            message=request.message,
+            requested_schema=plain_json(request.requested_schema),
+            _meta=self._request_meta(),
+        )
+        answer = await self._ask(types.ElicitRequest(params=params), types.ElicitResult, signal)
+        if answer is None:  # withdrawn: the call aborted (the body gets the abort) or settled
+            return Elicited("cancel")
+        return Elicited(answer.action, answer.content)
+
+    async def _sample(
+        self, exec: ToolExecution, request: SamplingRequest, signal: AbortSignal
+    ) -> Sampled:
+        self._check_available("sampling")
+        metadata = request.metadata
+        if metadata is not None and type(metadata) is not FrozenDict:
+            raise ValueError("MCP sampling takes `metadata` as a JSON object")
+        preferences = request.model_preferences
+        try:
+            params = types.CreateMessageRequestParams(
+                messages=[
+                    types.SamplingMessage.model_validate(plain_json(message))
+                    for message in request.messages
+                ],
+                max_tokens=request.max_tokens,
+                system_prompt=request.system_prompt,
+                temperature=request.temperature,
+                stop_sequences=list(request.stop_sequences) or None,
+                model_preferences=(
+                    None
+                    if preferences is None
+                    else types.ModelPreferences.model_validate(plain_json(preferences))
+                ),
+                metadata=None if metadata is None else plain_json(metadata),
+                _meta=self._request_meta(),
+            )
+        except ValidationError as error:
+            raise ValueError(f"not an MCP sampling request: {_first_problem(error)}") from None
+        answer = await self._ask(
+            types.CreateMessageRequest(params=params), types.CreateMessageResult, signal
+        )
+        if answer is None:
+            raise _Withdrawn("the request was withdrawn: its MCP call has ended")
+        content = answer.content.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return Sampled(
+            content=[content],
+            model=answer.model,
+            role=answer.role,
+            stop_reason=answer.stop_reason,
+        )
+
+    def _request_meta(self) -> types.RequestParamsMeta | None:
+        # An open TypedDict (PEP 728 extra items), which the checkers read as closed.
+        return cast("types.RequestParamsMeta | None", self._echo)
+
+    async def _ask(
+        self, request: types.ServerRequest, result_type: type[ResultT], signal: AbortSignal
+    ) -> ResultT | None:
+        """Send a request to the client; ``None`` once withdrawn (the signal, or `settle`)."""
+        if self._settled:
+            return None
+        ctx = self._ctx
+        asking = _Asking()
+        self._asking.add(asking)
+        # The abort may come from any thread; the scope is cancelled in the event loop's.
+        registration = signal.add_listener(in_loop(asking.scope.cancel))
+        try:
+            with asking.scope:
+                await self._outbox.flush()  # what the body reported before asking comes first
+                # Cancelling the scope is how the SDK is told to withdraw the request: it
+                # writes notifications/cancelled for it, forgets it, and re-raises.
+                return await ctx.session.send_request(
+                    request,
+                    result_type,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+                )
+            return None
+        finally:
+            registration.remove()
+            self._asking.discard(asking)
+            asking.done.set()
+
+
+def _first_problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
