@@ -34,10 +34,10 @@ from toolseam import (
     define_tool,
     run_tool_calls,
 )
-from toolseam._batch import _INPUT_FIELDS, _input
+from toolseam._batch import _input
 from toolseam._run import Run
 from toolseam._timeouts import Deadline
-from toolseam._views import ToolExecutionInput, ToolHost, mint_token
+from toolseam._views import _INPUT_FIELDS, ToolExecutionInput, ToolHost, mint_token
 from toolseam.policies import timeout_policy
 
 
@@ -266,6 +266,18 @@ class TestBatchPool:
         built = _input(*values)
         assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
         assert type(built) is ToolExecutionInput
+
+    def test_the_constructor_keeps_the_dataclass_behaviour(self) -> None:
+        signal = AbortController().signal
+        made = ToolExecutionInput(call_id="c1", name="p", arguments=[1], signal=signal)
+        assert (made.root_call_id, made.agent, made.parent, made.host) == (None,) * 4
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.name = "q"  # type: ignore[misc]
+        again = dataclasses.replace(made, name="q")
+        assert (again.call_id, again.name, again.signal) == ("c1", "q", signal)
+        assert "name='p'" in repr(made)
+        with pytest.raises(TypeError):
+            ToolExecutionInput(call_id="c1", name="p", arguments=[1])  # type: ignore[call-arg]
 
     async def test_bodies_that_never_block_run_in_the_callers_task(self) -> None:
         tasks: list[int] = []

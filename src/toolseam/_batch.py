@@ -22,7 +22,19 @@ from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import Run
 from ._signals import AbortController, AbortSignal
-from ._views import ExecutionToken, ToolExecutionInput, ToolHost
+from ._views import (
+    ExecutionToken,
+    ToolExecutionInput,
+    ToolHost,
+    _set_input_agent,
+    _set_input_arguments,
+    _set_input_call_id,
+    _set_input_host,
+    _set_input_name,
+    _set_input_parent,
+    _set_input_root,
+    _set_input_signal,
+)
 
 __all__ = ["CallOutcome", "ToolCall", "run_tool_calls"]
 
@@ -197,28 +209,6 @@ def _publish(registry: ToolRegistry, run: Run, held: list[BaseException]) -> Too
         return cast("ToolResult", run._result)
 
 
-_INPUT_FIELDS = (
-    "call_id",
-    "name",
-    "arguments",
-    "signal",
-    "root_call_id",
-    "agent",
-    "parent",
-    "host",
-)
-(
-    _set_input_call_id,
-    _set_input_name,
-    _set_input_arguments,
-    _set_input_signal,
-    _set_input_root,
-    _set_input_agent,
-    _set_input_parent,
-    _set_input_host,
-) = (getattr(cast("Any", ToolExecutionInput), field).__set__ for field in _INPUT_FIELDS)
-
-
 def _input(
     call_id: object,
     name: object,
@@ -231,9 +221,8 @@ def _input(
 ) -> ToolExecutionInput:
     """``ToolExecutionInput(...)`` without the frozen dataclass's ``__init__``.
 
-    Its ``__init__`` sets each field through ``object.__setattr__``; the slots' own setters
-    cost half as much, once per call of a batch (as `_outcome`). `_INPUT_FIELDS` is every
-    field (a test checks it against the dataclass). Pinned by benchmarks/bench_batch.py.
+    The same slot setters as ``ToolExecutionInput.__init__``, without binding its keywords:
+    once per call of a batch (as `_outcome`). Pinned by benchmarks/bench_batch.py.
     """
     made: ToolExecutionInput = object.__new__(ToolExecutionInput)
     _set_input_call_id(made, call_id)

@@ -561,7 +561,7 @@ class ToolRegistry:
             root_call_id = root_call_id or call_id
         else:
             call_id, name, root_call_id, problem = _text_fields(call_id, name, root_call_id)
-        host = cast("object", input.host)  # an untyped caller may pass anything
+        host: object = input.host  # an untyped caller may pass anything
         run = self._new_run(input, call_id, name, root_call_id, signal, host)
         try:
             if snapshot is None:
