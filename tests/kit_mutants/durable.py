@@ -20,9 +20,8 @@ from toolseam._definitions import is_idempotent
 from toolseam.conformance import Capability, Outcome, Scenario
 from toolseam.conformance.drivers._toolseam import capabilities, registry_for, run_on
 from toolseam.conformance.drivers._toolseam_durable import POLL_INTERVAL
-from toolseam.durable import DurableTools
+from toolseam.durable import DurableTools, _engine
 from toolseam.durable import _batch as batch
-from toolseam.durable import _engine
 
 from ._base import Mutant, ToolseamMutant
 
