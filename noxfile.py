@@ -169,6 +169,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("openai-agents", "asyncio"),
     ("autogen", "asyncio"),
     ("langchain", "asyncio"),
+    ("dbos-steps", "asyncio"),
     ("codemode", "asyncio"),
 ]
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -21,3 +23,17 @@ collect_ignore = [] if os.environ.get("TOOLSEAM_POSTGRES") == "1" else ["test_du
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Every async test runs on asyncio and on trio."""
     return str(request.param)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shutdown_the_kits_dbos() -> Iterator[None]:
+    """Stop the conformance kit's DBOS after each module that started it.
+
+    The kit's durable clauses launch a DBOS of their own (one per process, DBOS being a
+    singleton), kept for later clauses; the durable tests launch theirs, which must not
+    find the kit's.
+    """
+    yield
+    kit = sys.modules.get("toolseam.conformance.drivers._dbos")
+    if kit is not None:
+        kit.shutdown()

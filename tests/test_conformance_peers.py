@@ -19,6 +19,7 @@ PEERS = {
     "openai-agents": "openai-agents",
     "autogen": "autogen-core",
     "langchain": "langchain-core",
+    "dbos-steps": "dbos",
 }
 # pydantic-ai-harness pins an older pydantic-ai: its CodeMode driver runs in `nox -s codemode`
 # (TOOLSEAM_CODEMODE=1), an environment of its own; the other sessions leave it out.

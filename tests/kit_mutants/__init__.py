@@ -8,10 +8,15 @@ skip) every other clause. A new family of clauses adds a module here with its ow
 
 from __future__ import annotations
 
-from . import capabilities, core, ptc
+from . import capabilities, core, durable, ptc
 from ._base import BOTH, Mutant, ToolseamMutant, race_abort
 
 __all__ = ["BOTH", "MUTANTS", "Mutant", "ToolseamMutant", "race_abort"]
 
-MUTANTS: tuple[Mutant, ...] = (*core.MUTANTS, *capabilities.MUTANTS, *ptc.MUTANTS)
+MUTANTS: tuple[Mutant, ...] = (
+    *core.MUTANTS,
+    *capabilities.MUTANTS,
+    *ptc.MUTANTS,
+    *durable.MUTANTS,
+)
 """Every mutant, from every family's module."""

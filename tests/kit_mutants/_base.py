@@ -10,8 +10,8 @@ from typing import TypeVar
 
 import anyio
 
-from toolseam.conformance import CAPABILITIES, Capability, Driver, Outcome, Scenario
-from toolseam.conformance.drivers._toolseam import registry_for, run_on
+from toolseam.conformance import Capability, Driver, Outcome, Scenario
+from toolseam.conformance.drivers._toolseam import capabilities, registry_for, run_on
 
 T = TypeVar("T")
 
@@ -33,11 +33,19 @@ class Mutant:
 
 
 class ToolseamMutant:
-    """toolseam's own driver, as a base for one defect (a subclass overrides `run`)."""
+    """toolseam's own driver, as a base for one defect (a subclass overrides `run`).
+
+    Without ``durable``: each durable clause runs a DBOS workflow (on asyncio only), and a
+    defect of the in-process registry is measured on it; the durable family's mutants
+    (kit_mutants/durable.py) offer it.
+    """
 
     subject = "toolseam (mutant)"
-    capabilities: Collection[Capability] = CAPABILITIES
     backends: Sequence[str] = BOTH
+
+    @property
+    def capabilities(self) -> Collection[Capability]:
+        return [c for c in capabilities() if c != "durable"]
 
     def versions(self) -> dict[str, str]:
         return {}

@@ -6,8 +6,9 @@ bodies report each step, and reports pass, fail or skip per clause (`run_clauses
 `Report`). ``python -m toolseam.conformance --driver NAME_OR_MODULE:ATTR`` is the command
 line; ``-p toolseam.conformance.pytest_plugin`` runs the clauses as pytest items.
 Built-in drivers: ``toolseam`` and the peers ``pydantic-ai``, ``openai-agents``,
-``autogen``, ``langchain`` and ``codemode`` (pydantic-ai-harness's ``CodeMode``; each
-needing its framework installed).
+``autogen``, ``langchain``, ``codemode`` (pydantic-ai-harness's ``CodeMode``) and
+``dbos-steps`` (plain DBOS steps, measured by the ``durable`` clauses too); each needing its
+framework installed.
 """
 
 from ._clauses import CLAUSES as CLAUSES
@@ -18,6 +19,7 @@ from ._driver import Call as Call
 from ._driver import Capability as Capability
 from ._driver import CodeReturnScript as CodeReturnScript
 from ._driver import Driver as Driver
+from ._driver import Durable as Durable
 from ._driver import Listen as Listen
 from ._driver import ListenerScript as ListenerScript
 from ._driver import ObserverScript as ObserverScript
@@ -53,6 +55,7 @@ __all__ = (
     "CodeReturnScript",
     "Driver",
     "DriverUnavailable",
+    "Durable",
     "ElicitationScript",
     "Listen",
     "ListenerScript",

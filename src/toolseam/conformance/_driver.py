@@ -27,6 +27,7 @@ __all__ = [
     "Capability",
     "CodeReturnScript",
     "Driver",
+    "Durable",
     "Listen",
     "ListenerScript",
     "ObserverScript",
@@ -53,6 +54,7 @@ Capability: TypeAlias = Literal[
     "elicitation",
     "process",
     "ptc",
+    "durable",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -71,21 +73,24 @@ CAPABILITIES: tuple[Capability, ...] = (
     "elicitation",
     "process",
     "ptc",
+    "durable",
 )
 """Every capability, in the order reports list them."""
 
 Status: TypeAlias = Literal[
-    "ok", "error", "aborted", "aborted_before_dispatch", "cancelled", "timeout", "none"
+    "ok", "error", "aborted", "aborted_before_dispatch", "cancelled", "timeout", "unknown", "none"
 ]
 """How a call ended, in the kit's words.
 
 ``ok``: a success; ``error``: a failure that is not a cancellation; ``aborted``: cancelled
 after the body was invoked; ``aborted_before_dispatch``: cancelled, the body never ran;
 ``cancelled``: cancelled, and the registry does not say whether the body ran;
-``timeout``: the tool's own deadline ended it; ``none``: the registry gave no result (it
-raised, or the call vanished). A driver maps the registry's own outcome onto these and must
-not invent a distinction the registry does not make: when its cancellation outcome cannot
-tell "ran" from "never ran", report ``cancelled`` (or ``none``) for both.
+``timeout``: the tool's own deadline ended it; ``unknown``: the registry says the body may
+or may not have run, because a crash lost its outcome (durable execution); ``none``: the
+registry gave no result (it raised, or the call vanished). A driver maps the registry's own
+outcome onto these and must not invent a distinction the registry does not make: when its
+cancellation outcome cannot tell "ran" from "never ran", report ``cancelled`` (or ``none``)
+for both.
 """
 
 
@@ -224,6 +229,30 @@ class Program:
     """End in ``while True: pass``: a program that never ends by itself."""
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class Durable:
+    """How a scenario runs as a durable workflow (capability ``durable``).
+
+    The driver runs the scenario's calls (a batch) as one workflow of its durable engine, in
+    a worker of this process, and wires the scenario's `Stop` to the engine's cancellation
+    of that workflow, issued through its database as another process would (DBOS:
+    ``DBOS.cancel_workflow``), never to a signal of its own. `Driver.run` returns once the
+    workflow's execution has ended in the worker. When the workflow was cancelled, its
+    outcomes are the ones *recorded in its journal*, one per recorded call (a call with
+    none recorded is missing, or ``none``); otherwise, what the workflow's code was given.
+    """
+
+    then: Literal["return", "replay", "recover"] = "return"
+    """What follows a workflow that completed. ``"return"``: nothing. ``"replay"``: it runs
+    again from its journal, every step recorded (DBOS: a fork after its last step), and
+    `Driver.run` returns what the replay's code was given. ``"recover"``: it is recovered as
+    a crash of its worker while the body of its last call ran would leave it — the journal
+    without that call's outcome, everything recorded before it kept (DBOS: a fork at the
+    step of that outcome) — and `Driver.run` returns what the recovered execution's code
+    was given. The scripted bodies report every run, so a body that runs again is seen."""
+
+
 CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]
 """The kit's witness of a code call's return (capability ``ptc``): the driver calls it the
 moment its code call returned (or raised, or let a host's cancellation go on), with the ids
@@ -247,6 +276,7 @@ class Scenario:
         "batch",
         "calls",
         "code_returned",
+        "durable",
         "elicit",
         "max_parallel",
         "observer",
@@ -274,6 +304,7 @@ class Scenario:
         elicit: ElicitationScript | None = None,
         program: Program | None = None,
         code_returned: CodeReturnScript | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -306,6 +337,9 @@ class Scenario:
         says nothing about."""
         self.code_returned: CodeReturnScript | None = code_returned
         """Call this the moment the code call returns, with the sandbox's process ids."""
+        self.durable: Durable | None = durable
+        """Run ``calls`` as one durable workflow, as `Durable` says (capability
+        ``durable``); `stop` is then the engine's cancellation of that workflow."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []

@@ -317,6 +317,13 @@ class Kit:
             if not _callbacks_queued():
                 return
 
+    async def wait_at_most(self, condition: Callable[[], bool]) -> bool:
+        """Wait for ``condition()``, up to the watchdog; whether it came (never fails)."""
+        with anyio.move_on_after(WATCHDOG):
+            await self.probe.until(condition)
+            return True
+        return False
+
     async def wait(self, condition: Callable[[], bool], what: str) -> None:
         """Wait for ``condition()``; fail the clause if the watchdog expires first."""
         with anyio.move_on_after(WATCHDOG):

@@ -86,7 +86,8 @@ class ScriptedTool:
     Register it under `name`, with `description`, `parameters` and, where the registry has
     one, its `timeout`; call `run` from an async body, or `run_sync` from a synchronous one
     when `sync` is set (the registry should run it on a worker thread). `parallel` says the
-    tool is safe to run concurrently with others (the registry's parallel mode). A body whose
+    tool is safe to run concurrently with others (the registry's parallel mode), and
+    `idempotent` that it may run twice (a durable registry's recovery). A body whose
     `reaches` is not empty also needs the `Reach` the driver builds for it.
     """
 
@@ -94,6 +95,7 @@ class ScriptedTool:
         "_behaviour",
         "_probe",
         "description",
+        "idempotent",
         "kept",
         "name",
         "parallel",
@@ -112,6 +114,7 @@ class ScriptedTool:
         timeout: float | None = None,
         parallel: bool = False,
         program: Sequence[str] = (),
+        idempotent: bool = False,
     ) -> None:
         self._probe = probe
         self._behaviour: Behaviour = behaviour
@@ -127,6 +130,9 @@ class ScriptedTool:
         """Whether calls of this tool may run concurrently with others."""
         self.program: Sequence[str] = program
         """The argv a ``process`` body runs through its registry's helper."""
+        self.idempotent: bool = idempotent
+        """Whether running the body twice is harmless, for registries that record it (a
+        durable engine may run such a call again after a crash; capability ``durable``)."""
         self.kept: dict[str, Reach] = {}
         """The `Reach` of each body that keeps it past its return, by key."""
 

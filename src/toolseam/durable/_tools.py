@@ -63,7 +63,7 @@ class DurableTools:
         ValueError: ``poll_interval`` is not positive and finite.
     """
 
-    __slots__ = ("_observer", "_poll_interval", "_registry", "_wrapper")
+    __slots__ = ("_batch_class", "_observer", "_poll_interval", "_registry", "_wrapper")
 
     def __init__(self, registry: ToolRegistry, *, poll_interval: float = 0.1) -> None:
         given = cast("object", registry)
@@ -81,6 +81,8 @@ class DurableTools:
             )
         self._registry = registry
         self._poll_interval = float(interval)
+        # What runs a batch: replaced only by the conformance kit's mutants (tests/kit_mutants).
+        self._batch_class: type[Batch] = Batch
         self._wrapper: Registration = registry.on_execute(self._dispatching)
         self._observer: Registration = registry.on_result(self._published)
 
@@ -216,7 +218,9 @@ class DurableTools:
             Watch(ctx.workflow_id, _engine.deadline_of(ctx), self._poll_interval) as watch,
             fuse(signal, watch.signal) as fused,
         ):
-            run = Batch(self, self._registry, ctx.workflow_id, batch, fused.signal, watch, parent)
+            run = self._batch_class(
+                self, self._registry, ctx.workflow_id, batch, fused.signal, watch, parent
+            )
             return await run.run(
                 max_parallel=max_parallel, agent=agent, root_call_id=root_call_id, host=host
             )

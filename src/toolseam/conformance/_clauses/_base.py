@@ -46,6 +46,7 @@ _WORDS: dict[Status, str] = {
     "aborted_before_dispatch": "ABORTED_BEFORE_DISPATCH (cancelled, the body never ran)",
     "cancelled": "cancelled (without saying whether the body ran)",
     "timeout": "a timeout",
+    "unknown": "an unknown outcome (the body may or may not have run)",
     "none": "no result",
 }
 

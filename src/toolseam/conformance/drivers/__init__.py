@@ -31,6 +31,7 @@ BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
         "toolseam.conformance.drivers._codemode:CodeModeDriver",
         ("pydantic-ai-harness", "pydantic-monty"),
     ),
+    "dbos-steps": ("toolseam.conformance.drivers._dbos_steps:DBOSStepsDriver", ("dbos",)),
 }
 """Built-in driver names: ``{name: ("module:attr", (distributions it needs, ...))}``."""
 

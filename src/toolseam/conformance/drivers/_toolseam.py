@@ -54,7 +54,9 @@ __all__ = [
     "capabilities",
     "define",
     "host_for",
+    "lacking",
     "outcome_of",
+    "prepare",
     "registry_for",
     "run_on",
 ]
@@ -63,6 +65,7 @@ _STATUS: Mapping[str | None, Status] = {
     "ABORTED": "aborted",
     "ABORTED_BEFORE_DISPATCH": "aborted_before_dispatch",
     "TOOL_TIMEOUT": "timeout",
+    "OUTCOME_UNKNOWN": "unknown",  # toolseam.durable, after a crash
 }
 _ANSWERS: Mapping[str, ApprovalAnswer] = {
     "approve": "allowed-once",
@@ -194,6 +197,7 @@ def define(
         description=tool.description,
         timeout=tool.timeout,
         is_concurrency_safe=safe,
+        idempotent=tool.idempotent,
     )
     reaches = bool(tool.reaches)
     if tool.sync:
@@ -298,8 +302,13 @@ class ToolseamDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Every capability (``ptc`` once pydantic-monty, the ``ptc`` extra, is installed)."""
+        """Every capability (``ptc``, ``durable``: see `capabilities`)."""
         return capabilities()
+
+    @property
+    def lacking(self) -> Mapping[str, str]:
+        """Why a capability is missing here."""
+        return lacking()
 
     @property
     def backends(self) -> Sequence[str]:
@@ -308,7 +317,13 @@ class ToolseamDriver:
 
     def versions(self) -> Mapping[str, str]:
         """Toolseam and anyio (and pydantic-monty, which runs the programs, if installed)."""
-        names = ("toolseam", "anyio", *(("pydantic-monty",) if "ptc" in capabilities() else ()))
+        here = capabilities()
+        names = (
+            "toolseam",
+            "anyio",
+            *(("pydantic-monty",) if "ptc" in here else ()),
+            *(("dbos",) if "durable" in here else ()),
+        )
         return {name: importlib.metadata.version(name) for name in names}
 
     async def run(self, scenario: Scenario) -> Sequence[Outcome]:
@@ -320,10 +335,31 @@ Define = Callable[[ToolRegistry, ScriptedTool], ToolDefinition[KeyArgs, str]]
 
 
 def capabilities() -> tuple[Capability, ...]:
-    """What toolseam's driver offers here: all, but ``ptc`` only with ``toolseam[ptc]``."""
-    if importlib.util.find_spec("pydantic_monty") is not None:
-        return CAPABILITIES
-    return tuple(c for c in CAPABILITIES if c != "ptc")
+    """What toolseam's driver offers here: all but what it `lacking`.
+
+    ``ptc`` needs ``toolseam[ptc]``; ``durable`` needs ``toolseam[dbos]``, on asyncio (DBOS
+    cannot host trio).
+    """
+    missing = lacking()
+    return tuple(c for c in CAPABILITIES if c not in missing)
+
+
+def lacking() -> dict[str, str]:
+    """The capabilities toolseam's driver lacks here, and why."""
+    why: dict[str, str] = {}
+    if importlib.util.find_spec("pydantic_monty") is None:
+        why["ptc"] = "toolseam.ptc needs pydantic-monty (pip install 'toolseam[ptc]')"
+    if importlib.util.find_spec("dbos") is None:
+        why["durable"] = "toolseam.durable needs DBOS (pip install 'toolseam[dbos]')"
+    else:
+        from ._dbos import sniff
+
+        if sniff() == "trio":
+            why["durable"] = (
+                "toolseam.durable runs on asyncio only: DBOS runs workflows and steps as "
+                "asyncio tasks and cannot host trio"
+            )
+    return why
 
 
 def registry_for(scenario: Scenario, *, timeouts: bool = True) -> ToolRegistry:
@@ -341,29 +377,21 @@ async def run_on(
     define: Define = define,
     host: ToolHost | None = None,
     program: ProgramRunner | None = None,
+    durable: Callable[[ToolRegistry], Any] | None = None,
 ) -> Sequence[Outcome]:
     """Register the scenario's tools and stages on ``registry`` and run its calls.
 
     ``host`` is what the caller offers each call (by default `host_for` the scenario). A
     scenario with a program runs it with ``program`` (by default `toolseam.ptc`'s
-    ``run_code``, `run_program`).
+    ``run_code``, `run_program`); a durable one runs as a DBOS workflow whose calls go
+    through ``durable(registry)`` (by default a `toolseam.durable.DurableTools`).
     """
-    host = host if host is not None else host_for(scenario)
-    for tool in scenario.tools:
-        registry.register(define(registry, tool))
-    if scenario.approval is not None:
-        registry.on_pre_execute(_ask)
-    if scenario.pre_execute is not None:
-        registry.on_pre_execute(_pre_listener(scenario.pre_execute))
-    if scenario.around is not None:
-        registry.on_execute(_wrapper(scenario.around))
-    if scenario.post_execute is not None:
-        registry.on_post_execute(_post_listener(scenario.post_execute))
-    registry.on_result(lambda exec, result: scenario.publish(outcome_of(exec.call_id, result)))
-    observer = scenario.observer
-    if observer is not None:
-        registry.on_result(lambda exec, result: observer(outcome_of(exec.call_id, result)))
+    host = prepare(registry, scenario, define, host)
     controller = AbortController()
+    if scenario.durable is not None:
+        from ._toolseam_durable import run_durable  # DBOS: only for a durable scenario
+
+        return await run_durable(registry, scenario, host, make=durable)
     scenario.stop.connect(controller.abort)
     if scenario.program is not None:
         if program is None:
@@ -392,3 +420,31 @@ async def run_on(
         )
     )
     return [outcome_of(call.call_id, result)]
+
+
+def prepare(
+    registry: ToolRegistry,
+    scenario: Scenario,
+    define: Define = define,
+    host: ToolHost | None = None,
+) -> ToolHost | None:
+    """Register the scenario's tools and stages on ``registry``; the caller's `ToolHost`.
+
+    ``host`` is what the caller offers each call (by default `host_for` the scenario).
+    """
+    host = host if host is not None else host_for(scenario)
+    for tool in scenario.tools:
+        registry.register(define(registry, tool))
+    if scenario.approval is not None:
+        registry.on_pre_execute(_ask)
+    if scenario.pre_execute is not None:
+        registry.on_pre_execute(_pre_listener(scenario.pre_execute))
+    if scenario.around is not None:
+        registry.on_execute(_wrapper(scenario.around))
+    if scenario.post_execute is not None:
+        registry.on_post_execute(_post_listener(scenario.post_execute))
+    registry.on_result(lambda exec, result: scenario.publish(outcome_of(exec.call_id, result)))
+    observer = scenario.observer
+    if observer is not None:
+        registry.on_result(lambda exec, result: observer(outcome_of(exec.call_id, result)))
+    return host
