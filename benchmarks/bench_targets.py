@@ -4,7 +4,8 @@
   same with four no-op listeners (pre-execute, around-dispatch, post-execute, observer);
 * a call of a tool with ``timeout=30`` ÷ the same call untimed: through the registry's
   built-in timeout (``timeouts=True``, the default) and through an explicitly registered
-  ``timeout_policy`` (asyncio and trio);
+  ``timeout_policy``, against a registry without it and against one with it (asyncio and
+  trio);
 * ``run_tool_calls`` of 10 parallel-safe calls, per call ÷ the same 10 calls executed one by
   one (asyncio and trio);
 * one 1 MB string argument, and a 100 KB nested argument (a list of 1,600 small objects),
@@ -369,7 +370,8 @@ def run(*, quick: bool = False) -> list[Check]:
     values = {b: {s.name: s for s in series} for b, series in timed.items()}
     for contender, baseline, label in (
         ("timeout=30 built-in", "untimed", "built-in timeout"),
-        ("policy, timeout=30", "policy, untimed", "timeout_policy registered"),
+        ("policy, timeout=30", "untimed", "timeout_policy registered"),
+        ("policy, timeout=30", "policy, untimed", "timeout_policy registered, both through it"),
     ):
         ratios = {b: v[contender].ratio(v[baseline]) for b, v in values.items()}
         checks.append(

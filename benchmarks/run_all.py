@@ -7,7 +7,7 @@ are found). Options: ``--quick`` for a smoke run (figures meaningless),
 ``--skip-static`` to leave out the static suite's wall time (about 80 s), ``--only
 targets,churn`` to run some of them (``overhead``, ``cancel`` and ``batch`` are parts of
 ``targets`` on their own; ``ptc`` is docs/ptc.md's, ``capabilities`` what progress and the
-host cost). Every figure is a median
+host cost, ``shapes`` large arguments of five shapes against autogen). Every figure is a median
 over interleaved rounds; every ratio is taken within a round (see ``_harness``). Exits 0
 even when a target is missed: these are measurements, not tests.
 """
@@ -26,6 +26,7 @@ import bench_durable
 import bench_overhead
 import bench_peers
 import bench_ptc
+import bench_shapes
 import bench_static_suite
 import bench_targets
 import bench_tracing
@@ -34,6 +35,7 @@ from _harness import Check
 BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "targets": bench_targets.run,
     "peers": bench_peers.run,
+    "shapes": bench_shapes.run,
     "churn": bench_churn.run,
     "static": bench_static_suite.run,
     "tracing": bench_tracing.run,
@@ -45,7 +47,17 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "cancel": bench_cancel_latency.run,
     "batch": bench_batch.run,
 }
-DEFAULT = ("targets", "peers", "churn", "tracing", "ptc", "capabilities", "durable", "static")
+DEFAULT = (
+    "targets",
+    "shapes",
+    "peers",
+    "churn",
+    "tracing",
+    "ptc",
+    "capabilities",
+    "durable",
+    "static",
+)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ unobservable: the tests pin the observable contract on both backends.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -209,6 +210,60 @@ class TestDeadlineBeforeTheFirstRead:
         assert code_of(result) == TOOL_TIMEOUT
         assert isinstance(result, ToolFailure)
         assert result.error.message == "tool call timed out after 3600.0s"
+
+    async def test_a_sole_policy_takes_the_built_in_path(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The policy as the only wrapper is innermost, where it is the built-in timeout:
+        # the registry runs no chain for it (bench_targets "timeout_policy registered").
+        caller = AbortController()
+        registry = self._registry(["deadline passes", "caller aborts"], caller)
+        registry.on_execute(timeout_policy(registry))
+        chains: list[Run] = []
+        dispatch = ToolRegistry._dispatch
+
+        async def counted(self: ToolRegistry, run: Run) -> None:
+            chains.append(run)
+            await dispatch(self, run)
+
+        monkeypatch.setattr(ToolRegistry, "_dispatch", counted)
+        result = await registry.execute(make_input("t", signal=caller.signal))
+        assert code_of(result) == TOOL_TIMEOUT
+        assert chains == []
+
+    @pytest.mark.parametrize("case", ["second wrapper", "other registry", "timeouts off"])
+    async def test_otherwise_the_policy_runs_in_the_chain(
+        self, case: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        caller = AbortController()
+        registry = self._registry(["deadline passes", "caller aborts"], caller)
+        if case == "timeouts off":
+            off = ToolRegistry(timeouts=False)
+            off.register(cast("Any", registry.get("t")))
+            registry = off
+        if case == "other registry":
+            other = ToolRegistry()
+            other.register(cast("Any", registry.get("t")))
+            registry.on_execute(timeout_policy(other))
+        else:
+            registry.on_execute(timeout_policy(registry))
+        if case == "second wrapper":
+
+            async def around(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+                return await next()
+
+            registry.on_execute(around, prepend=True)  # the policy stays innermost
+        chains: list[Run] = []
+        dispatch = ToolRegistry._dispatch
+
+        async def counted(self: ToolRegistry, run: Run) -> None:
+            chains.append(run)
+            await dispatch(self, run)
+
+        monkeypatch.setattr(ToolRegistry, "_dispatch", counted)
+        result = await registry.execute(make_input("t", signal=caller.signal))
+        assert code_of(result) == TOOL_TIMEOUT
+        assert len(chains) == 1
 
 
 reasons: list[object] = []

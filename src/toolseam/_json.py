@@ -24,7 +24,7 @@ import json
 import math
 import sys
 from collections import deque as _consume
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from itertools import repeat as _repeat
 from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex, cast, final, overload
 
@@ -32,6 +32,7 @@ from typing_extensions import TypeAliasType
 
 from ._errors import safe_str
 from ._errors import type_name as _type_name
+from ._levels import Copier, LevelFallback, level_walk
 
 __all__ = [
     "FrozenDict",
@@ -389,12 +390,17 @@ def materialize(value: object) -> JsonValue:
     return _leaf(value)
 
 
-def materialize_arguments(value: object) -> tuple[JsonValue, bool]:
+def materialize_arguments(value: object, plain: bool = False) -> tuple[JsonValue, bool]:
     """`materialize`, and whether every string of the snapshot (keys included) is UTF-8.
 
     A lone surrogate is the one thing a ``str`` may hold that UTF-8 (and so JSON text)
     cannot: ``define_tool`` validates in Python mode only arguments without one. Tracked
     during the snapshot walk at the cost of an ``isascii()`` per string (constant time).
+
+    With ``plain``, a large object (see `_large`) may come back as a plain ``dict`` of plain
+    containers instead: a private copy, checked exactly as the snapshot would be, that
+    `materialize` turns into that snapshot when it is needed. The registry asks for one
+    when nothing can read the arguments before the tool body (see `toolseam._run.Run`).
     """
     kind = type(value)
     if kind is dict:
@@ -425,9 +431,17 @@ def materialize_arguments(value: object) -> tuple[JsonValue, bool]:
                 break  # a container, a snapshot or something odd: the general path
         else:
             return root, ascii_only or text_is_utf8(root)
+        if _large(root):
+            wide: list[str] = []
+            try:
+                copy = level_walk(value, dict, _PLAIN if plain else _FROZEN, wide)
+            except LevelFallback:
+                pass  # the recursive path or the full walk: it decides, or reports
+            else:
+                return copy, _utf8(wide)
         kind = dict
     if kind is dict or kind is list or kind is tuple:
-        wide: list[str] = []
+        wide = []
         try:
             snapshot = _fast(value, kind, wide)
         except _Fallback:
@@ -436,6 +450,50 @@ def materialize_arguments(value: object) -> tuple[JsonValue, bool]:
         return snapshot, _utf8(wide)
     leaf = _leaf(value)
     return leaf, text_is_utf8(leaf)
+
+
+# Containers directly in the root object from which its copy is large enough for the level
+# walk (whose every level costs a few microseconds) to beat the recursive fast path.
+_LARGE: Final = 32
+
+
+def _large(root: FrozenDict) -> bool:
+    """Whether the root object's containers hold `_LARGE` items or more between them."""
+    total = 0
+    values: Iterable[object] = root.values()
+    for item in values:
+        kind = type(item)
+        if kind is dict or kind is list or kind is tuple:
+            total += len(cast("Sized", item))
+    return total >= _LARGE
+
+
+def _frozen_dicts(sources: list[Any]) -> list[Any]:
+    copies = list(map(_dict_new, _repeat(FrozenDict, len(sources))))
+    _consume(map(_fill_dict, copies, sources), 0)
+    return copies
+
+
+def _frozen_lists(sources: list[Any]) -> list[Any]:
+    copies = list(map(_list_new, _repeat(FrozenList, len(sources))))
+    _consume(map(_fill_list, copies, sources), 0)
+    return copies
+
+
+if TYPE_CHECKING:
+
+    def _copy_dict(source: Any, /) -> Any: ...
+
+else:
+    _copy_dict = dict.copy
+
+
+def _plain_dicts(sources: list[Any]) -> list[Any]:
+    return list(map(_copy_dict, sources))  # every source is an exact dict
+
+
+def _plain_lists(sources: list[Any]) -> list[Any]:
+    return list(map(list, sources))  # tuples too, as a snapshot makes them FrozenList
 
 
 def text_is_utf8(value: JsonValue) -> bool:
@@ -1134,3 +1192,21 @@ def _leaf_text(value: object) -> str:
     if isinstance(value, float):
         return float.__repr__(value)
     raise TypeError(f"Object of type {_type_name(type(value))} is not JSON serializable")
+
+
+# The level walk's two ways of copying (see _levels): into snapshots, or into the private
+# plain copy of `materialize_arguments(plain=True)`.
+_FROZEN: Final = Copier(
+    _frozen_dicts,
+    _frozen_lists,
+    (FrozenDict, FrozenList),
+    text_is_utf8,
+    (_NEGATIVE_BOUND, _PRINTABLE_BOUND),
+)
+_PLAIN: Final = Copier(
+    _plain_dicts,
+    _plain_lists,
+    (FrozenDict, FrozenList),
+    text_is_utf8,
+    (_NEGATIVE_BOUND, _PRINTABLE_BOUND),
+)

@@ -63,7 +63,7 @@ from ._stages import (
     ResultObserver,
 )
 from ._threads import abort_for_host
-from ._timeouts import Deadline
+from ._timeouts import Deadline, TimeoutPolicyBase
 from ._views import ExecutionToken, ToolExecutionInput, ToolHost
 
 __all__ = ["ToolRegistry"]
@@ -135,6 +135,7 @@ class ToolRegistry:
         "_idle_waiters",
         "_in_flight",
         "_observers",
+        "_only_the_tool_reads",
         "_post",
         "_pre",
         "_timeouts",
@@ -164,6 +165,10 @@ class ToolRegistry:
         self._guards: Listeners[Guard] = Listeners("guard")
         self._events: Listeners[EventListener] = Listeners("event listener")
         self._hooks: tuple[_hooks.CallHook, ...] = ()  # tracing hook: see _hooks
+        # Whether no stage can read a call's arguments before its body: then a large
+        # argument is taken as a private plain copy, checked now and frozen only if read
+        # (see Run.arguments). Kept current by every registration that changes it.
+        self._only_the_tool_reads = True
 
     # -- setup -------------------------------------------------------------------------
 
@@ -227,11 +232,11 @@ class ToolRegistry:
         self, listener: PreExecuteListener, *, prepend: bool = False
     ) -> Registration:
         """Add a pre-execute listener; the first added is outermost unless ``prepend``."""
-        return self._pre.add(listener, prepend=prepend)
+        return self._reader(self._pre.add(listener, prepend=prepend))
 
     def on_execute(self, wrapper: AroundDispatch, *, prepend: bool = False) -> Registration:
         """Add an around-dispatch wrapper; the first added is outermost unless ``prepend``."""
-        return self._wrappers.add(wrapper, prepend=prepend)
+        return self._reader(self._wrappers.add(wrapper, prepend=prepend))
 
     def on_post_execute(
         self, listener: PostExecuteListener, *, prepend: bool = False
@@ -245,7 +250,7 @@ class ToolRegistry:
 
     def add_guard(self, guard: Guard) -> Registration:
         """Add a guard: after an allowing pre-execute chain, a returned string denies."""
-        return self._guards.add(guard)
+        return self._reader(self._guards.add(guard))
 
     def on_event(self, listener: EventListener) -> Registration:
         """Add an event listener: it sees each progress and log event a body reports.
@@ -268,7 +273,26 @@ class ToolRegistry:
         def uninstall() -> None:
             self._hooks = tuple(h for h in self._hooks if h is not hook)
 
-        return Registration(uninstall)
+        return self._reader(Registration(uninstall))
+
+    def _reader(self, registration: Registration) -> Registration:
+        """``registration`` of a stage that may read arguments before the body, tracked."""
+        self._readers_changed()
+
+        def detach() -> None:
+            registration.remove()
+            self._readers_changed()
+
+        return Registration(detach)
+
+    def _readers_changed(self) -> None:
+        # A timeout policy never reads the arguments (see policies.timeout_policy).
+        self._only_the_tool_reads = not (
+            self._pre.items
+            or self._guards.items
+            or self._hooks
+            or any(not isinstance(w, TimeoutPolicyBase) for w in self._wrappers.items)
+        )
 
     # -- classification ----------------------------------------------------------------
 
@@ -427,8 +451,18 @@ class ToolRegistry:
         """The around-dispatch chain and the body, unless a result is already fixed."""
         if run._result is not None:
             return None
-        if self._wrappers.items:
+        wrappers: tuple[object, ...] = self._wrappers.items
+        if wrappers and not (
+            len(wrappers) == 1
+            and isinstance(sole := wrappers[0], TimeoutPolicyBase)
+            and sole.registry is self
+            and self._timeouts
+        ):
             return self._dispatch(run)
+        # A timeout policy over this registry as the only wrapper is innermost, where it
+        # does what the built-in timeout does (see policies.timeout_policy): `_enter_body`
+        # arms the same deadline. Fast path ≡ `_dispatch` with that one wrapper; pinned by
+        # benchmarks/bench_targets.py "timeout_policy registered".
         if self._hooks:  # tracing hook
             return self._invoke_hooked(run, True)
         # Fast path ≡ `_dispatch` with an empty chain: the body's dispatch is the whole stage
@@ -565,7 +599,11 @@ class ToolRegistry:
         run = self._new_run(input, call_id, name, root_call_id, signal, host)
         try:
             if snapshot is None:
-                run._arguments, run._utf8 = materialize_arguments(input.arguments)
+                # A large argument no stage reads before the body: a private plain copy,
+                # frozen when read (Run.arguments), validated as it is (contract §5.2).
+                run._arguments, run._utf8 = materialize_arguments(
+                    input.arguments, self._only_the_tool_reads
+                )
             else:
                 run._arguments, run._utf8 = snapshot
         except MaterializationError as error:
@@ -750,11 +788,13 @@ class ToolRegistry:
             else:
                 try:
                     if type(definition) is DefinedTool:
-                        # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag;
-                        # pinned by benchmarks/bench_overhead.py "define_tool".
+                        # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag,
+                        # and validating the private plain copy if there is one (the same
+                        # outcome: see Run.arguments); pinned by bench_overhead.py
+                        # "define_tool" and bench_shapes.py.
                         args = definition._parse(run._arguments, run._utf8)
                     else:
-                        args = definition.parse_arguments(run._arguments)
+                        args = definition.parse_arguments(run.arguments)
                     output = await definition.run(args, run)
                     result = _body_success(run, definition, args, output)
                 except Exception as error:

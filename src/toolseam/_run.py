@@ -85,6 +85,8 @@ class Run:
         "_utf8",
     )
 
+    # The frozen snapshot, or (for a large argument only the body reads) a private plain
+    # copy of the arguments until they are first read: see `arguments`.
     _arguments: JsonValue
     _result: ToolResult | None
 
@@ -215,7 +217,24 @@ class Run:
     @property
     def arguments(self) -> JsonValue:
         """The frozen snapshot of the arguments."""
-        return self._arguments
+        arguments = self._arguments
+        if type(arguments) is dict:
+            return self._freeze_arguments(cast("dict[str, JsonValue]", arguments))
+        return arguments
+
+    def _freeze_arguments(self, plain: dict[str, JsonValue]) -> JsonValue:
+        """The snapshot of a private plain copy (`materialize_arguments` with ``plain``).
+
+        Nobody else holds that copy (the body gets what validating it built, never a part
+        of it), so its snapshot is the one that would have been taken at entry. Made once:
+        every reader, in any thread, gets the same snapshot.
+        """
+        frozen = materialize(plain)
+        with _fusing:
+            current = self._arguments
+            if type(current) is dict:
+                self._arguments = current = frozen
+        return current
 
     @property
     def agent(self) -> object | None:
@@ -390,7 +409,7 @@ class DispatchView:
     @property
     def arguments(self) -> JsonValue:
         """The frozen snapshot of the arguments."""
-        return self._run._arguments
+        return self._run.arguments
 
     @property
     def agent(self) -> object | None:

@@ -15,7 +15,7 @@ from ._results import ErrorInfo, ToolFailure, ToolResult
 from ._signals import AbortController, AbortSignal, _lock, _trigger
 from ._timers import Timer, arm
 
-__all__ = ["ELSEWHERE", "Deadline", "Elsewhere", "timeout_message"]
+__all__ = ["ELSEWHERE", "Deadline", "Elsewhere", "TimeoutPolicyBase", "timeout_message"]
 
 logger = logging.getLogger("toolseam")
 
@@ -151,3 +151,20 @@ class Elsewhere:
 
 
 ELSEWHERE = Elsewhere()
+
+
+class TimeoutPolicyBase:
+    """The base of `toolseam.policies.timeout_policy`'s wrapper, by which a registry knows it.
+
+    A registry whose only around-dispatch wrapper is a timeout policy over that registry
+    runs its calls as with its built-in timeout (the policy as innermost wrapper, which it
+    then is, *is* the built-in path): no chain, no view (see `ToolRegistry._stage_dispatch`).
+
+    Args:
+        registry: The registry the policy looks tools up in.
+    """
+
+    __slots__ = ("registry",)
+
+    def __init__(self, registry: object) -> None:
+        self.registry = registry

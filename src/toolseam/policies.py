@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from ._chain import _Next
 from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._run import DispatchView
 from ._signals import fuse
 from ._stages import AroundDispatch, Next
-from ._timeouts import ELSEWHERE, Deadline
+from ._timeouts import ELSEWHERE, Deadline, TimeoutPolicyBase
 from ._views import ToolDispatchExecution
 
 __all__ = ["timeout_policy"]
@@ -38,9 +40,22 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
     Args:
         registry: Where to look up each call's tool definition (and its ``timeout``).
     """
+    return _TimeoutPolicy(registry)
 
-    async def timeout_wrapper(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
-        definition = registry.get(exec.name)
+
+@final
+class _TimeoutPolicy(TimeoutPolicyBase):
+    """What `timeout_policy` returns: an around-dispatch wrapper."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        super().__init__(registry)
+        self._tools = registry
+
+    async def __call__(self, exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+        """Enforce the called tool's timeout, if it has one, around ``next``."""
+        definition = self._tools.get(exec.name)
         seconds = None if definition is None else definition.timeout
         if seconds is None:
             return await next()
@@ -72,5 +87,3 @@ def timeout_policy(registry: ToolRegistry) -> AroundDispatch:
         if deadline.owns(fused.signal):
             return deadline.timed_out(result)
         return result
-
-    return timeout_wrapper

@@ -266,7 +266,7 @@ class _SpanHook:
         attributes: dict[str, AttributeValue] = {"toolseam.body_invoked": run._body_invoked}
         capture = self._capture
         if capture and run._arguments is not None:
-            attributes["gen_ai.tool.call.arguments"] = dumps(run._arguments)
+            attributes["gen_ai.tool.call.arguments"] = dumps(run.arguments)
         if type(result) is ToolFailure:
             attributes["error.type"] = result.code or OTHER_ERROR
             span.set_attributes(attributes)
