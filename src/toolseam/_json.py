@@ -25,6 +25,7 @@ import math
 import sys
 from collections import deque as _consume
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from itertools import islice as _islice
 from itertools import repeat as _repeat
 from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex, cast, final, overload
 
@@ -431,7 +432,7 @@ def materialize_arguments(value: object, plain: bool = False) -> tuple[JsonValue
                 break  # a container, a snapshot or something odd: the general path
         else:
             return root, ascii_only or text_is_utf8(root)
-        if _large(root):
+        if _large(root) and (plain or not _flat_below(root)):
             wide: list[str] = []
             try:
                 copy = level_walk(value, dict, _PLAIN if plain else _FROZEN, wide)
@@ -466,6 +467,38 @@ def _large(root: FrozenDict) -> bool:
         if kind is dict or kind is list or kind is tuple:
             total += len(cast("Sized", item))
     return total >= _LARGE
+
+
+def _flat_below(root: FrozenDict) -> bool:
+    """Whether the root object's containers look flat: lists of flat objects, flat objects.
+
+    Only a guess from each container's first item (a wide object's first values), to choose
+    between two walks that build the same snapshot: for such shapes the recursive fast
+    path's lists-of-objects loop makes frozen copies faster than the level walk does
+    (bench_shapes.py "with a pre-execute listener": flat list and wide object); the level
+    walk wins for anything deeper.
+    """
+    values: Iterable[object] = root.values()
+    for item in values:
+        kind = type(item)
+        if kind is list or kind is tuple:
+            if not item:
+                continue
+            item = cast("Sequence[object]", item)[0]
+            kind = type(item)
+            if kind is not dict:
+                return False
+        elif kind is not dict:
+            continue
+        obj = cast("dict[str, object]", item)
+        inner: Iterable[object] = obj.values()
+        if len(obj) > _LARGE:  # a wide object: its first values decide
+            inner = _islice(inner, _LARGE)
+        for leaf in inner:
+            kind = type(leaf)
+            if kind is dict or kind is list or kind is tuple:
+                return False
+    return True
 
 
 def _frozen_dicts(sources: list[Any]) -> list[Any]:
