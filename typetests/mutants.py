@@ -217,7 +217,11 @@ def make_async(cls: str, function: str) -> Callable[[ast.Module], None]:
 
 
 def retype_field(cls: str, field: str, source: str) -> Callable[[ast.Module], None]:
-    """Replace the annotated field ``field`` of ``cls`` with the statement ``source``."""
+    """Replace the annotated field ``field`` of ``cls`` with the statement ``source``.
+
+    A dataclass that writes its own ``__init__`` (``ToolExecutionInput``) takes the field as
+    a keyword-only parameter: that parameter gets the new annotation and default too.
+    """
 
     def transform(tree: ast.Module) -> None:
         node = _class(tree, cls)
@@ -227,11 +231,21 @@ def retype_field(cls: str, field: str, source: str) -> Callable[[ast.Module], No
                 and isinstance(member.target, ast.Name)
                 and member.target.id == field
             ):
-                node.body[index : index + 1] = _parse_stmts(source)
+                node.body[index : index + 1] = replacement = _parse_stmts(source)
+                _retype_init_parameter(node, field, replacement[0])
                 return
         raise LookupError(f"no field {cls}.{field}")
 
     return transform
+
+
+def _retype_init_parameter(node: ast.ClassDef, field: str, new: ast.stmt) -> None:
+    assert isinstance(new, ast.AnnAssign)
+    for init in _defs(node.body, "__init__"):
+        for index, parameter in enumerate(init.args.kwonlyargs):
+            if parameter.arg == field:
+                parameter.annotation = new.annotation
+                init.args.kw_defaults[index] = new.value
 
 
 def replace_statement(pattern: str, source: str) -> Callable[[ast.Module], None]:
