@@ -21,29 +21,40 @@ from toolseam.conformance import _processes as processes
 from toolseam.conformance._clauses import capabilities as clauses
 from toolseam.conformance.drivers._toolseam import ToolseamDriver
 
-_SLEEPER = "import sys; sys.stdin.read()"  # blocks until its stdin closes
+# Says it is up (its modules loaded, its argv final), then blocks until its stdin closes.
+_SLEEPER = "import sys; print('ready', flush=True); sys.stdin.read()"
 
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A process of the kit's (its marker in argv), blocked reading its stdin."""
+    """A process of the kit's (its marker in argv), up and blocked reading its stdin.
+
+    The kit reads ``/proc`` only after its processes have reported over loopback; the fixture
+    waits for the same evidence (a line on stdout), not for the end of ``Popen``: between the
+    two a new process may still be in exec or loading modules, states the kit never judges.
+    """
     process = subprocess.Popen(
-        [sys.executable, "-c", _SLEEPER, processes._MARKER], stdin=subprocess.PIPE
+        [sys.executable, "-c", _SLEEPER, processes._MARKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"ready\n"
     yield process
     if process.poll() is None:
         process.kill()
     process.wait()
     assert process.stdin is not None
+    assert process.stdout is not None
     process.stdin.close()
+    process.stdout.close()
 
 
 @pytest.mark.skipif(processes.supported() is not None, reason="needs Linux /proc")
 def test_a_running_process_is_running_and_a_killed_one_is_not(
     sleeper: subprocess.Popen[bytes],
 ) -> None:
-    # Running: R, S or, while it still loads its modules, D (disk sleep); never one of the
-    # states the kit counts as ended.
+    # Running (R, S, or D on a busy disk); never one of the states the kit counts as ended.
     assert processes._state(sleeper.pid) not in processes._ENDED
     os.kill(sleeper.pid, signal.SIGKILL)
     # The moment kill() returns, SIGKILL is pending or the process is already exiting.

@@ -78,10 +78,14 @@ def _state(pid: int) -> str:
     ``"gone"``, ``"exited"`` (a zombie, or exiting), ``"killed"`` (SIGKILL pending) or, for
     a process that can still run, its state letter.
     """
+    # Read in the order a dying process loses them: its argv goes with its memory (after
+    # PF_EXITING is set), a pending SIGKILL is dequeued just before. A process that is
+    # killed while we read then shows up as exiting in the last read, ``stat``, instead of
+    # as a process with an empty argv (which would read as a reused pid) or none pending.
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text("utf8")
-        status = Path(f"/proc/{pid}/status").read_text("utf8")
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        status = Path(f"/proc/{pid}/status").read_text("utf8")
+        stat = Path(f"/proc/{pid}/stat").read_text("utf8")
     except OSError:
         return "gone"
     fields = stat.rsplit(")", 1)[1].split()
