@@ -27,7 +27,7 @@ async def test_a_mutant_fails_exactly_the_clauses_it_breaks(
     driver = mutant.driver()
     report = await run_clauses(driver)
     assert [c.id for c in report.clauses] == clause_ids()
-    assert _failing(report) == set(mutant.breaks), [
+    assert _failing(report) - mutant.sometimes == mutant.breaks, [
         (c.id, c.detail) for c in report.clauses if c.status == "fail"
     ]
     # A skip only where the mutant lacks a capability (``durable``: on trio, or in the
@@ -44,3 +44,5 @@ def test_every_mutant_breaks_a_known_clause_and_names_are_unique() -> None:
     for mutant in MUTANTS:
         assert mutant.breaks, f"{mutant.name} breaks nothing: it is not a mutant"
         assert mutant.breaks <= known, mutant.breaks - known
+        assert mutant.sometimes <= known, mutant.sometimes - known
+        assert not mutant.breaks & mutant.sometimes, mutant.name

@@ -30,6 +30,10 @@ class Mutant:
     """Exactly the clause ids the defect violates; every other clause must pass (or skip)."""
     backends: Sequence[str] = BOTH
     """The backends the defect can be expressed on (the test runs it on each)."""
+    sometimes: frozenset[str] = frozenset()
+    """Clauses the defect fails only when it loses a race it cannot be made to lose every
+    time (say which in the row's comment): each may fail or pass; every other clause not in
+    `breaks` must pass."""
 
 
 class ToolseamMutant:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -71,6 +71,32 @@ class DoesNotTellTheBody(_DurableMutant):
     """Runs the calls with a signal the workflow's cancel never aborts."""
 
     batch_class = _DeafBatch
+
+
+class _DeadlineBlindWatch:
+    """A workflow's watch that cannot tell its deadline from a cancel."""
+
+    def __init__(self, watch: Any) -> None:
+        self._watch = watch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._watch, name)
+
+    def timed_out(self, signal: object) -> bool:
+        return False
+
+
+class _DeadlineAsCancelBatch(batch.Batch):  # type: ignore[misc]
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        # The deadline still stops the calls, but their outcome says ABORTED, as a cancel's.
+        self.watch = cast("Any", _DeadlineBlindWatch(self.watch))
+
+
+class DeadlineAsCancel(_DurableMutant):
+    """Reports the calls a workflow's deadline cut short as aborted, not timed out."""
+
+    batch_class = _DeadlineAsCancelBatch
 
 
 # -- recovery ------------------------------------------------------------------------------
@@ -143,12 +169,21 @@ MUTANTS: tuple[Mutant, ...] = (
         RecordsNothingAfterCancel,
         frozenset({"durable.one-outcome-after-cancel"}),
         ("asyncio",),
+        # A deadline is a cancel for DBOS only once its sweep (about once a second) marks
+        # the workflow cancelled: if that lands between the deadline and the outcomes'
+        # writes, they are refused and this mutant drops them; otherwise they are written.
+        sometimes=frozenset({"durable.timeout"}),
     ),
     Mutant(
         "durable-does-not-tell-the-body",
         DoesNotTellTheBody,
-        frozenset({"durable.told-on-cancel", "durable.one-outcome-after-cancel"}),
+        frozenset(
+            {"durable.told-on-cancel", "durable.one-outcome-after-cancel", "durable.timeout"}
+        ),
         ("asyncio",),
+    ),
+    Mutant(
+        "durable-deadline-as-cancel", DeadlineAsCancel, frozenset({"durable.timeout"}), ("asyncio",)
     ),
     Mutant(
         "durable-reruns-blindly", RerunsBlindly, frozenset({"durable.no-blind-rerun"}), ("asyncio",)

@@ -252,6 +252,12 @@ class Durable:
     step of that outcome) — and `Driver.run` returns what the recovered execution's code
     was given. The scripted bodies report every run, so a body that runs again is seen."""
 
+    timeout: float | None = None
+    """The workflow's timeout, in seconds from its start (DBOS: ``SetWorkflowTimeout``), or
+    ``None`` for none. Its deadline cuts short the calls in flight, as a cancel does, and
+    the outcomes are then read as after a cancel when the engine reports the workflow
+    cancelled (the journal's)."""
+
 
 CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]
 """The kit's witness of a code call's return (capability ``ptc``): the driver calls it the

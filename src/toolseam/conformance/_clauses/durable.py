@@ -6,7 +6,8 @@ database as from another process, and the outcomes it reports after a cancel are
 the journal holds. The clauses check what contract §7's durable execution promises: a
 cancel tells the bodies in flight and waits for them, the journal then holds exactly one
 outcome per call, a replay returns the recorded outcomes without running a body, and
-recovery after a crash never runs a body that is not idempotent a second time.
+recovery after a crash never runs a body that is not idempotent a second time. A workflow's
+own deadline is a stop too: told and awaited like a cancel, and told apart from one.
 
 A crash is simulated in the driver's process: the workflow completes, then is recovered
 from the journal its worker would have left had it died while the last call's body ran
@@ -19,12 +20,17 @@ tests/test_durable_processes.py).
 
 from __future__ import annotations
 
+from typing import Final
+
 from .._driver import Durable, Scenario
 from .._kit import Kit, Running
 from .._scripts import done
 from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
 
 _SECTION = "§7, durable execution"
+WORKFLOW_DEADLINE: Final = 2.0
+"""The workflow timeout of ``durable.timeout``, in seconds from the workflow's start: long
+enough for its first call's body to be running when it passes, even on a loaded machine."""
 
 
 def _effects(kit: Kit, key: str) -> list[str]:
@@ -90,6 +96,43 @@ async def _one_outcome(kit: Kit) -> str:
     expect_status(kit, ran, "aborted")
     expect_status(kit, never, "aborted_before_dispatch")
     return f"c1 {describe(ran)}; c2 {describe(never)}"
+
+
+@clause(
+    "durable.timeout",
+    "A workflow's deadline tells the body in flight through its signal and waits for it; the "
+    "journal holds a timeout for that call, not an abort, and ABORTED_BEFORE_DISPATCH for the "
+    "one never dispatched",
+    section=_SECTION,
+    requires=["durable"],
+)
+async def _timeout(kit: Kit) -> str:
+    tools = [kit.tool("hold", "hold"), kit.tool("ok", "ok")]
+    calls = [kit.call("hold", "c1"), kit.call("ok", "c2")]
+    durable = Durable(timeout=WORKFLOW_DEADLINE)
+    running = kit.start(Scenario(tools=tools, calls=calls, batch=True, durable=durable))
+    await running.until("told", "c1")
+    await running.held("c1", "cleanup")
+    await running.finish()
+    told = kit.probe.body("c1").told
+    kit.check(told is not None, "the body was never told that its workflow's deadline passed")
+    kit.check(told == "signal", f"the body was torn down by {told} instead of being told")
+    expect_awaited(
+        kit, running, "c1", "the workflow's execution ended while the body was still running"
+    )
+    expect_quiet(kit, running)
+    kit.check(running.raised is None, f"the run raised {running.raised!r}")
+    kit.check(not kit.probe.body("c2").entered, "c2, after the timed-out call, ran after it")
+    ran, never = running.outcome("c1"), running.outcome("c2")
+    for outcome in (ran, never):
+        if outcome.status == "none":
+            kit.fail(
+                f"the journal holds no outcome for {outcome.call_id} ({outcome.detail}): a "
+                "recovery would run it as if it had never started"
+            )
+    expect_status(kit, ran, "timeout")
+    expect_status(kit, never, "aborted_before_dispatch")
+    return f"told through its signal, awaited; c1 {describe(ran)}; c2 {describe(never)}"
 
 
 @clause(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import anyio
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, SetWorkflowID, SetWorkflowTimeout
 from dbos._dbos import _get_dbos_instance  # pyright: ignore[reportPrivateUsage]
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
@@ -203,7 +203,8 @@ async def _run(
     pressed = anyio.Event()
     rows: list[OutcomeRow] | None = None
     async with anyio.create_task_group() as group:
-        with SetWorkflowID(workflow_id):
+        timeout = scenario.durable.timeout if scenario.durable is not None else None
+        with SetWorkflowID(workflow_id), SetWorkflowTimeout(timeout):
             handle = await DBOS.start_workflow_async(_workflow, key, calls, scenario.max_parallel)
 
         async def cancel_when_pressed() -> None:
