@@ -16,7 +16,9 @@ The per-nested-call table also shows the floor: the same programs driven by a ba
 loop in one thread, every call answered at once (no registry, no event loop: pydantic-monty's
 own host round trip). A sequential nested call cannot cost less than that round trip plus a
 direct call; a gathered one can overlap the two (the event loop runs the call while the
-driver thread resumes the program).
+driver thread resumes the program). On asyncio it also shows the alternative design's floor:
+the same bare loop over pydantic-monty's asyncio bindings (``AsyncMonty``), which would let
+the event loop drive the sandbox without a thread of toolseam's.
 
 Run with ``python benchmarks/bench_ptc.py``.
 """
@@ -24,6 +26,7 @@ Run with ``python benchmarks/bench_ptc.py``.
 from __future__ import annotations
 
 import statistics
+from contextlib import AsyncExitStack
 from typing import Any
 
 import _harness
@@ -31,6 +34,7 @@ import anyio
 import anyio.to_thread
 from _harness import Check, Series, perf_ns
 from pydantic_monty import (
+    AsyncMonty,
     ExternalFuture,
     ExternalReturnValue,
     FunctionSnapshot,
@@ -121,6 +125,25 @@ def _monty_alone(pool: Monty, code: str, runs: int) -> int:
     return perf_ns() - start
 
 
+async def _async_monty_alone(pool: AsyncMonty, code: str, runs: int) -> int:
+    """`_monty_alone` over the asyncio bindings: each step awaited on the event loop."""
+    answer = ExternalReturnValue(return_value=1)
+    future = ExternalFuture(future=...)
+    start = perf_ns()
+    for _ in range(runs):
+        async with pool.checkout(limits={"max_suspensions": 1 << 40}) as session:
+            step: Any = await session.feed_start(code)
+            while not isinstance(step, MontyComplete):
+                kind = type(step).__name__
+                if kind == "AsyncFunctionSnapshot":
+                    step = await step.resume(future if step.function_name == "noop" else answer)
+                elif kind == "AsyncFutureSnapshot":
+                    step = await step.resume(dict.fromkeys(step.pending_call_ids, answer))
+                else:
+                    step = await step.resume()
+    return perf_ns() - start
+
+
 def _input(name: str, arguments: object, signal: AbortController | None = None) -> Any:
     return ToolExecutionInput(
         call_id="c",
@@ -165,21 +188,33 @@ async def _measure(backend: str, quick: bool) -> list[Check]:
         runs = 1 if quick else 4
         # Per nested call: each batch is `runs` programs of NESTED calls, or as many direct
         # calls; `interleave_async` divides by `runs`, the row below by NESTED.
-        with Monty(min_processes=1) as floor_pool:
+        async with AsyncExitStack() as stack:
+            floor_pool = stack.enter_context(Monty(min_processes=1))
+            contenders = [
+                ("direct execute", direct),
+                ("run_code gather", program(GATHER)),
+                ("run_code sequential", program(SEQUENTIAL)),
+                ("monty alone, gather", alone(GATHER)),
+                ("monty alone, sequential", alone(SEQUENTIAL)),
+            ]
+            if backend == "asyncio":  # AsyncMonty needs a running asyncio loop
+                async_pool = await stack.enter_async_context(AsyncMonty(min_processes=1))
+
+                def async_alone(code: str) -> Any:
+                    async def batch(n: int) -> int:
+                        return await _async_monty_alone(async_pool, code, n)
+
+                    return batch
+
+                contenders += [
+                    ("AsyncMonty alone, gather", async_alone(GATHER)),
+                    ("AsyncMonty alone, sequential", async_alone(SEQUENTIAL)),
+                ]
             series = await _harness.interleave_async(
-                [
-                    ("direct execute", direct),
-                    ("run_code gather", program(GATHER)),
-                    ("run_code sequential", program(SEQUENTIAL)),
-                    ("monty alone, gather", alone(GATHER)),
-                    ("monty alone, sequential", alone(SEQUENTIAL)),
-                ],
-                rounds=rounds,
-                calls=runs,
-                warmup_calls=1,
+                contenders, rounds=rounds, calls=runs, warmup_calls=1
             )
         per_call = [Series(s.name, [v / NESTED for v in s.per_round]) for s in series]
-        direct_series, gather, sequential, alone_gather, alone_sequential = per_call
+        direct_series, gather, sequential, alone_gather, alone_sequential = per_call[:5]
         _harness.print_table(
             f"ptc: per nested call ({backend}, {NESTED} calls a program, µs)",
             per_call,
