@@ -18,15 +18,21 @@ own host round trip). A sequential nested call cannot cost less than that round 
 direct call; a gathered one can overlap the two (the event loop runs the call while the
 driver thread resumes the program). On asyncio it also shows the alternative design's floor:
 the same bare loop over pydantic-monty's asyncio bindings (``AsyncMonty``), which would let
-the event loop drive the sandbox without a thread of toolseam's.
+the event loop drive the sandbox without a thread of toolseam's. Where the machine has more
+than one CPU, the floor is measured a second time with the driving thread and the sandbox's
+worker process on one CPU: the round trip is a wake-up of the other side each way, and on a
+virtual machine waking another, idle CPU can cost several times the round trip itself.
 
 Run with ``python benchmarks/bench_ptc.py``.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import statistics
-from contextlib import AsyncExitStack
+from collections.abc import Generator
+from contextlib import AsyncExitStack, contextmanager, nullcontext, suppress
 from typing import Any
 
 import _harness
@@ -57,6 +63,8 @@ from toolseam import (
 from toolseam.ptc import PtcLimits, ptc_tool
 
 GRACE = 0.1
+# Pinning needs Linux (per-thread affinity, /proc) and a second CPU to be worth a row.
+_PINNABLE = os.path.isdir("/proc/self/task") and len(os.sched_getaffinity(0)) > 1
 FANOUT = 10
 NESTED = 100
 GATHER = f"import asyncio\nr = await asyncio.gather(*[noop(i=i) for i in range({NESTED})])\nlen(r)"
@@ -107,13 +115,20 @@ async def wait(args: Index, exec: ToolRunContext) -> int:
     return 0
 
 
-def _monty_alone(pool: Monty, code: str, runs: int) -> int:
-    """``runs`` programs driven by a bare snapshot loop, every call answered at once."""
+def _monty_alone(pool: Monty, code: str, runs: int, *, one_cpu: bool = False) -> int:
+    """``runs`` programs driven by a bare snapshot loop, every call answered at once.
+
+    ``one_cpu``: every thread of this process and of the sandbox's worker process on one CPU
+    while each program runs, so that no round trip has to wake another CPU.
+    """
     answer = ExternalReturnValue(return_value=1)
     future = ExternalFuture(future=...)
     start = perf_ns()
     for _ in range(runs):
-        with pool.checkout(limits={"max_suspensions": 1 << 40}) as session:
+        with (
+            pool.checkout(limits={"max_suspensions": 1 << 40}) as session,
+            _on_one_cpu(session.worker_pid) if one_cpu else nullcontext(),
+        ):
             step: Any = session.feed_start(code)
             while not isinstance(step, MontyComplete):
                 if isinstance(step, FunctionSnapshot):
@@ -123,6 +138,27 @@ def _monty_alone(pool: Monty, code: str, runs: int) -> int:
                 else:
                     step = step.resume()
     return perf_ns() - start
+
+
+@contextmanager
+def _on_one_cpu(worker_pid: int | None) -> Generator[None, None, None]:
+    """Every thread of this process and of ``worker_pid`` on one CPU, put back afterwards.
+
+    Every thread, not only the driving one: a round trip also crosses pydantic-monty's own
+    threads (a tokio runtime here, a worker thread there).
+    """
+    processes = ["self"] if worker_pid is None else ["self", str(worker_pid)]
+    threads = [int(tid) for proc in processes for tid in os.listdir(f"/proc/{proc}/task")]
+    before = {tid: os.sched_getaffinity(tid) for tid in threads}
+    cpu = min(os.sched_getaffinity(0))
+    try:
+        for tid in threads:
+            os.sched_setaffinity(tid, {cpu})
+        yield
+    finally:
+        for tid, cpus in before.items():
+            with suppress(ProcessLookupError):  # a thread that ended meanwhile
+                os.sched_setaffinity(tid, cpus)
 
 
 async def _async_monty_alone(pool: AsyncMonty, code: str, runs: int) -> int:
@@ -178,9 +214,11 @@ async def _measure(backend: str, quick: bool) -> list[Check]:
 
             return batch
 
-        def alone(code: str) -> Any:
+        def alone(code: str, *, one_cpu: bool = False) -> Any:
+            run = functools.partial(_monty_alone, floor_pool, code, one_cpu=one_cpu)
+
             async def batch(n: int) -> int:
-                return await anyio.to_thread.run_sync(_monty_alone, floor_pool, code, n)
+                return await anyio.to_thread.run_sync(run, n)
 
             return batch
 
@@ -197,6 +235,11 @@ async def _measure(backend: str, quick: bool) -> list[Check]:
                 ("monty alone, gather", alone(GATHER)),
                 ("monty alone, sequential", alone(SEQUENTIAL)),
             ]
+            if _PINNABLE:
+                contenders += [
+                    ("monty alone, one CPU, gather", alone(GATHER, one_cpu=True)),
+                    ("monty alone, one CPU, sequential", alone(SEQUENTIAL, one_cpu=True)),
+                ]
             if backend == "asyncio":  # AsyncMonty needs a running asyncio loop
                 async_pool = await stack.enter_async_context(AsyncMonty(min_processes=1))
 
