@@ -254,9 +254,8 @@ class Durable:
 
     timeout: float | None = None
     """The workflow's timeout, in seconds from its start (DBOS: ``SetWorkflowTimeout``), or
-    ``None`` for none. Its deadline cuts short the calls in flight, as a cancel does, and
-    the outcomes are then read as after a cancel when the engine reports the workflow
-    cancelled (the journal's)."""
+    ``None`` for none. Its deadline stops the calls in flight as a cancel does; `Driver.run`
+    returns the outcomes the journal then holds, as after a cancel."""
 
 
 CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]

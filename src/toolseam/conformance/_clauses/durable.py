@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._driver import Durable, Scenario
+from .._driver import Durable, Outcome, Scenario
 from .._kit import Kit, Running
 from .._scripts import done
 from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
@@ -44,6 +44,27 @@ async def _cancel_while_held(kit: Kit, running: Running, key: str) -> None:
     running.abort()
 
 
+def _expect_told_and_awaited(kit: Kit, running: Running, key: str, stop: str) -> None:
+    """The body of ``key`` heard of ``stop`` through its signal, and the run waited for it."""
+    told = kit.probe.body(key).told
+    kit.check(told is not None, f"the body was never told that {stop}")
+    kit.check(told == "signal", f"the body was torn down by {told} instead of being told")
+    expect_awaited(
+        kit, running, key, "the workflow's execution ended while the body was still running"
+    )
+    expect_quiet(kit, running)
+
+
+def _expect_recorded(kit: Kit, *outcomes: Outcome) -> None:
+    """The journal holds an outcome for each of ``outcomes``' calls."""
+    for outcome in outcomes:
+        if outcome.status == "none":
+            kit.fail(
+                f"the journal holds no outcome for {outcome.call_id} ({outcome.detail}): a "
+                "recovery would run it as if it had never started"
+            )
+
+
 @clause(
     "durable.told-on-cancel",
     "Cancelling the workflow through the engine tells the body in flight through its signal "
@@ -59,13 +80,7 @@ async def _told(kit: Kit) -> str:
     await running.until("told", "c1")
     await running.held("c1", "cleanup")
     await running.finish()
-    told = kit.probe.body("c1").told
-    kit.check(told is not None, "the body was never told that its workflow was cancelled")
-    kit.check(told == "signal", f"the body was torn down by {told} instead of being told")
-    expect_awaited(
-        kit, running, "c1", "the workflow's execution ended while the body was still running"
-    )
-    expect_quiet(kit, running)
+    _expect_told_and_awaited(kit, running, "c1", "its workflow was cancelled")
     return "told through its signal, awaited"
 
 
@@ -87,12 +102,7 @@ async def _one_outcome(kit: Kit) -> str:
         not kit.probe.body("c2").entered, "c2, after the cancelled call, ran after the cancel"
     )
     ran, never = running.outcome("c1"), running.outcome("c2")
-    for outcome in (ran, never):
-        if outcome.status == "none":
-            kit.fail(
-                f"the journal holds no outcome for {outcome.call_id} ({outcome.detail}): a "
-                "recovery would run it as if it had never started"
-            )
+    _expect_recorded(kit, ran, never)
     expect_status(kit, ran, "aborted")
     expect_status(kit, never, "aborted_before_dispatch")
     return f"c1 {describe(ran)}; c2 {describe(never)}"
@@ -114,22 +124,11 @@ async def _timeout(kit: Kit) -> str:
     await running.until("told", "c1")
     await running.held("c1", "cleanup")
     await running.finish()
-    told = kit.probe.body("c1").told
-    kit.check(told is not None, "the body was never told that its workflow's deadline passed")
-    kit.check(told == "signal", f"the body was torn down by {told} instead of being told")
-    expect_awaited(
-        kit, running, "c1", "the workflow's execution ended while the body was still running"
-    )
-    expect_quiet(kit, running)
+    _expect_told_and_awaited(kit, running, "c1", "its workflow's deadline passed")
     kit.check(running.raised is None, f"the run raised {running.raised!r}")
     kit.check(not kit.probe.body("c2").entered, "c2, after the timed-out call, ran after it")
     ran, never = running.outcome("c1"), running.outcome("c2")
-    for outcome in (ran, never):
-        if outcome.status == "none":
-            kit.fail(
-                f"the journal holds no outcome for {outcome.call_id} ({outcome.detail}): a "
-                "recovery would run it as if it had never started"
-            )
+    _expect_recorded(kit, ran, never)
     expect_status(kit, ran, "timeout")
     expect_status(kit, never, "aborted_before_dispatch")
     return f"told through its signal, awaited; c1 {describe(ran)}; c2 {describe(never)}"
