@@ -266,8 +266,15 @@ def machine_summary() -> str:
         f"{cpu_model()}, {platform.system()} {platform.release()}\n"
         f"python: {platform.python_implementation()} {sys.version.split()[0]}\n"
         f"load: {_load()}\n"
-        f"packages: {versions}"
+        f"packages: {versions}\n"
+        f"toolseam._speedups (the C pass over arguments): {_speedups()}"
     )
+
+
+def _speedups() -> str:
+    from toolseam import _json
+
+    return "built" if _json._copy_json is not None else "absent (a pure-Python build)"
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from typing_extensions import TypedDict
@@ -16,8 +17,25 @@ from toolseam import (
     ToolRegistry,
     ToolResult,
     ToolRunContext,
+    _json,
     define_tool,
 )
+
+# The two ways a snapshot of a large argument is taken: the C pass (toolseam._speedups, where
+# the build has it) and the Python walks (a build without a C compiler).
+WALKS = ("C", "Python") if _json._copy_json is not None else ("Python",)
+
+
+@contextlib.contextmanager
+def walk(name: str) -> Iterator[None]:
+    """Snapshots taken as ``name`` (one of `WALKS`) takes them, for the duration."""
+    saved = _json._copy_json
+    if name == "Python":
+        setattr(_json, "_copy_json", None)  # noqa: B010  # a Final, set aside for a test
+    try:
+        yield
+    finally:
+        setattr(_json, "_copy_json", saved)  # noqa: B010
 
 
 class TextArgs(TypedDict):

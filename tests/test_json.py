@@ -332,6 +332,7 @@ def test_error_while_reading_a_nested_dict_becomes_a_materialization_error(
     # be provoked deterministically; stand in for one at the copy step.
     poisoned: dict[str, int] = {"b": 1}
     error = RuntimeError("dictionary changed size during iteration")
+    monkeypatch.setattr(_json, "_copy_json", None)  # the C pass runs no Python code
     monkeypatch.setattr(_json, "_fill_dict", _raising_fill(dict.update, poisoned, error))
     with pytest.raises(MaterializationError) as caught:
         materialize({"a": [1, poisoned]})
@@ -344,6 +345,7 @@ def test_error_while_reading_the_root_becomes_a_materialization_error(
 ) -> None:
     poisoned = [1, 2]
     error = RuntimeError("list changed")
+    monkeypatch.setattr(_json, "_copy_json", None)  # the C pass runs no Python code
     monkeypatch.setattr(_json, "_fill_list", _raising_fill(list.extend, poisoned, error))
     with pytest.raises(MaterializationError, match=r"^\$: RuntimeError: list changed$"):
         materialize(poisoned)
@@ -360,6 +362,7 @@ def test_reading_error_with_a_hostile_message_still_gives_a_detail(
             raise RuntimeError("no repr")
 
     poisoned: dict[str, int] = {}
+    monkeypatch.setattr(_json, "_copy_json", None)  # the C pass runs no Python code
     monkeypatch.setattr(
         _json, "_fill_dict", _raising_fill(dict.update, poisoned, UnprintableError())
     )

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from support import WALKS, walk
 from toolseam import FrozenDict, FrozenList
 from toolseam._json import (
     _FAST_DEPTH,
@@ -84,6 +85,15 @@ def outcome(build: Any, value: object) -> object:
         return ("error", str(error))
 
 
+def each_walk(build: Any, value: object) -> list[object]:
+    """`outcome` under each of `support.WALKS`."""
+    found = []
+    for name in WALKS:
+        with walk(name):
+            found.append(outcome(build, value))
+    return found
+
+
 def full(value: object) -> object:
     if type(value) in (dict, list, tuple):
         return _materialize_fully(value)
@@ -106,27 +116,30 @@ def all_utf8(value: object) -> bool:
 
 @given(values)
 def test_fast_path_builds_what_the_full_walk_builds(value: object) -> None:
-    assert outcome(materialize, value) == outcome(full, value)
+    assert each_walk(materialize, value) == [outcome(full, value)] * len(WALKS)
 
 
 @given(odd_values)
 def test_fast_path_reports_what_the_full_walk_reports(value: object) -> None:
-    assert outcome(materialize, value) == outcome(full, value)
+    assert each_walk(materialize, value) == [outcome(full, value)] * len(WALKS)
 
 
 @given(object_lists)
 def test_lists_of_objects_build_or_report_what_the_full_walk_does(value: object) -> None:
-    assert outcome(materialize, {"items": value}) == outcome(full, {"items": value})
+    expected = outcome(full, {"items": value})
+    assert each_walk(materialize, {"items": value}) == [expected] * len(WALKS)
 
 
 @given(object_lists)
 def test_lists_of_objects_set_the_text_flag_exactly(value: object) -> None:
-    try:
-        snapshot, utf8 = materialize_arguments({"items": value})
-    except MaterializationError:
-        return
-    assert utf8 is all_utf8(value)
-    assert text_is_utf8(snapshot) is utf8
+    for name in WALKS:
+        try:
+            with walk(name):
+                snapshot, utf8 = materialize_arguments({"items": value})
+        except MaterializationError:
+            return
+        assert utf8 is all_utf8(value)
+        assert text_is_utf8(snapshot) is utf8
 
 
 class _Key(str):
@@ -151,41 +164,54 @@ def test_an_odd_object_in_a_list_of_objects_is_reported_as_the_full_walk_does(
     odd: dict[object, object],
 ) -> None:
     items = [{"id": 1, "name": "a", "price": 0.5, "in_stock": True}, odd]
-    result = outcome(materialize, {"items": items})
-    assert result == outcome(full, {"items": items})
-    assert result[0] == "error"
+    expected = outcome(full, {"items": items})
+    assert each_walk(materialize, {"items": items}) == [expected] * len(WALKS)
+    assert expected[0] == "error"  # type: ignore[index]
 
 
-def test_lone_surrogates_in_a_list_of_objects_clear_the_text_flag() -> None:
-    for odd in ({"\ud800": 1}, {"n": "\udfff"}):
-        snapshot, utf8 = materialize_arguments({"items": [{"id": 1}, odd]})
-        assert utf8 is False
-        assert snapshot == {"items": [{"id": 1}, odd]}
-    assert materialize_arguments({"items": [{"é": "ü"}, {"日本": None}]})[1] is True
+@pytest.mark.parametrize("name", WALKS)
+def test_lone_surrogates_in_a_list_of_objects_clear_the_text_flag(name: str) -> None:
+    with walk(name):
+        for odd in ({"\ud800": 1}, {"n": "\udfff"}, {"n": "ok \U0001f600 \udbff"}):
+            snapshot, utf8 = materialize_arguments({"items": [{"id": 1}, odd]})
+            assert utf8 is False
+            assert snapshot == {"items": [{"id": 1}, odd]}
+        wide = {"items": [{"é": "ü"}, {"日本": None}, {"n": "\U0001f600"}]}
+        assert materialize_arguments(wide)[1] is True
 
 
 @given(values)
 def test_text_flag_says_whether_every_string_is_utf8(value: object) -> None:
-    try:
-        snapshot, utf8 = materialize_arguments(value)
-    except MaterializationError:
-        return
-    assert utf8 is all_utf8(value)
-    assert text_is_utf8(snapshot) is utf8
+    for name in WALKS:
+        try:
+            with walk(name):
+                snapshot, utf8 = materialize_arguments(value)
+        except MaterializationError:
+            return
+        assert utf8 is all_utf8(value)
+        assert text_is_utf8(snapshot) is utf8
 
 
-def test_existing_snapshots_inside_a_value_count_for_the_text_flag() -> None:
+@pytest.mark.parametrize("name", WALKS)
+def test_existing_snapshots_inside_a_value_count_for_the_text_flag(name: str) -> None:
+    with walk(name):
+        _existing_snapshots_count()
+
+
+def _existing_snapshots_count() -> None:
     inner = materialize({"k": "\ud800"})
     assert materialize_arguments({"a": [inner]}) == ({"a": [inner]}, False)
     assert materialize_arguments({"a": [materialize(["fine"])]})[1] is True
 
 
-def test_shared_containers_are_frozen_once_and_dags_stay_linear() -> None:
+@pytest.mark.parametrize("name", WALKS)
+def test_shared_containers_are_frozen_once_and_dags_stay_linear(name: str) -> None:
     shared: list[object] = [1, 2]
     value: object = shared
     for _ in range(200):  # 2**200 paths: only linear work can finish
         value = [value, value]
-    snapshot = materialize({"v": value})
+    with walk(name):
+        snapshot = materialize({"v": value})
     assert type(snapshot) is FrozenDict
     top = snapshot["v"]
     assert type(top) is FrozenList
@@ -193,11 +219,13 @@ def test_shared_containers_are_frozen_once_and_dags_stay_linear() -> None:
 
 
 @pytest.mark.parametrize("depth", [_FAST_DEPTH - 1, _FAST_DEPTH, _FAST_DEPTH + 1, 5000])
-def test_depth_beyond_the_fast_path_takes_the_full_walk(depth: int) -> None:
+@pytest.mark.parametrize("name", WALKS)
+def test_depth_beyond_the_fast_path_takes_the_full_walk(depth: int, name: str) -> None:
     value: object = "leaf"
     for _ in range(depth):
         value = {"n": [value]}
-    snapshot = materialize(value)
+    with walk(name):
+        snapshot = materialize(value)
     for _ in range(depth):
         assert type(snapshot) is FrozenDict
         inner = snapshot["n"]
@@ -206,8 +234,9 @@ def test_depth_beyond_the_fast_path_takes_the_full_walk(depth: int) -> None:
     assert snapshot == "leaf"
 
 
-def test_a_cycle_is_reported_with_its_path() -> None:
+@pytest.mark.parametrize("name", WALKS)
+def test_a_cycle_is_reported_with_its_path(name: str) -> None:
     cyclic: list[object] = []
     cyclic.append({"again": cyclic})
-    with pytest.raises(MaterializationError, match=r"^\$\[0\]\.again: cycle detected$"):
+    with walk(name), pytest.raises(MaterializationError, match=r"^\$\[0\]\.again: cycle detected$"):
         materialize(cyclic)

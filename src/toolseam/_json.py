@@ -15,6 +15,12 @@ Two choices shape the implementation:
 
 Flat containers of plain leaves, the common shape of tool arguments, take a fast path that
 never builds the stack.
+
+Where the build has it, a C pass (``toolseam._speedups``, compiled by hatch_build.py) comes
+first: it makes the same copies under the same rule (each container copied by one C call,
+then read from the copy) for every value of exact JSON types, and gives up on anything
+else, which the Python walks then take or report. tests/test_speedups.py pins it to the
+full walk; a build without a C compiler runs the Python walks alone.
 """
 
 from __future__ import annotations
@@ -34,6 +40,22 @@ from typing_extensions import TypeAliasType
 from ._errors import safe_str
 from ._errors import type_name as _type_name
 from ._levels import Copier, LevelFallback, level_walk
+
+
+def _speedups() -> Callable[[object, type[Any], type[Any]], tuple[Any, bool] | None] | None:
+    """toolseam._speedups.copy_json, the C pass, if this build has it.
+
+    hatch_build.py compiles it; a wheel built without a C compiler takes the Python walks
+    below instead, which build the same snapshots.
+    """
+    try:
+        from ._speedups import copy_json
+    except ImportError:  # pragma: no cover - a pure-Python build
+        return None
+    return copy_json
+
+
+_copy_json: Final = _speedups()
 
 __all__ = [
     "FrozenDict",
@@ -373,6 +395,11 @@ def materialize(value: object) -> JsonValue:
     # Compared through a variable, which (unlike type(value) is dict) does not narrow value to
     # a dict of unknown items for the type checkers; value stays an object here.
     kind = type(value)
+    if _copy_json is not None and (kind is dict or kind is list or kind is tuple):
+        # The C pass (toolseam._speedups): what the Python walks below build, at C speed.
+        copied = _copy_json(value, FrozenDict, FrozenList)
+        if copied is not None:
+            return cast("JsonValue", copied[0])
     if kind is dict:
         root = _new_frozen_dict()
         try:
@@ -398,12 +425,24 @@ def materialize_arguments(value: object, plain: bool = False) -> tuple[JsonValue
     cannot: ``define_tool`` validates in Python mode only arguments without one. Tracked
     during the snapshot walk at the cost of an ``isascii()`` per string (constant time).
 
-    With ``plain``, a large object (see `_large`) may come back as a plain ``dict`` of plain
-    containers instead: a private copy, checked exactly as the snapshot would be, that
-    `materialize` turns into that snapshot when it is needed. The registry asks for one
-    when nothing can read the arguments before the tool body (see `toolseam._run.Run`).
+    With ``plain``, an object may come back as a plain ``dict`` of plain containers instead:
+    a private copy, checked exactly as the snapshot would be, that `materialize` turns into
+    that snapshot when it is needed. The registry asks for one when nothing can read the
+    arguments before the tool body (see `toolseam._run.Run`). The C pass makes one of any
+    object it takes; the Python walks only of a large one (see `_large`).
     """
     kind = type(value)
+    tried = False
+    if _copy_json is not None and (kind is dict or kind is list or kind is tuple):
+        # The C pass (toolseam._speedups): what the Python walks below build, at C speed.
+        # It gives up on anything odd, which the Python walks then take or report.
+        if plain and kind is dict:
+            copied = _copy_json(value, dict, list)
+        else:
+            copied = _copy_json(value, FrozenDict, FrozenList)
+        if copied is not None:
+            return cast("tuple[JsonValue, bool]", copied)
+        tried = True
     if kind is dict:
         root = _dict_new(FrozenDict)
         try:
@@ -432,7 +471,7 @@ def materialize_arguments(value: object, plain: bool = False) -> tuple[JsonValue
                 break  # a container, a snapshot or something odd: the general path
         else:
             return root, ascii_only or text_is_utf8(root)
-        if _large(root) and (plain or not _flat_below(root)):
+        if not tried and _large(root) and (plain or not _flat_below(root)):
             wide: list[str] = []
             try:
                 copy = level_walk(value, dict, _PLAIN if plain else _FROZEN, wide)

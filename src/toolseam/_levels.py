@@ -16,7 +16,8 @@ reports the first problem with its path. tests/test_perf_snapshot.py pins its ou
 full walk's for every shape of benchmarks/bench_shapes.py.
 
 It makes plain copies or frozen ones, as its `Copier` says; it knows nothing else of
-snapshots.
+snapshots. Where the build has the C pass (``toolseam._speedups``), `_json` asks it first;
+this walk then serves a pure-Python build.
 """
 
 from __future__ import annotations

@@ -599,10 +599,12 @@ class ToolRegistry:
         run = self._new_run(input, call_id, name, root_call_id, signal, host)
         try:
             if snapshot is None:
-                # A large argument no stage reads before the body: a private plain copy,
-                # frozen when read (Run.arguments), validated as it is (contract §5.2).
+                # Arguments no stage reads before a define_tool body: a private plain copy,
+                # frozen only if read (Run.arguments), validated as it is (contract §5.2).
+                # A hand-written body reads the snapshot itself: freeze it now, once.
                 run._arguments, run._utf8 = materialize_arguments(
-                    input.arguments, self._only_the_tool_reads
+                    input.arguments,
+                    self._only_the_tool_reads and type(self._tools.get(name)) is DefinedTool,
                 )
             else:
                 run._arguments, run._utf8 = snapshot
