@@ -274,7 +274,9 @@ def machine_summary() -> str:
 def _speedups() -> str:
     from toolseam import _json
 
-    return "built" if _json._copy_json is not None else "absent (a pure-Python build)"
+    # getattr: a toolseam from before the C pass (PYTHONPATH=/old/src) has no such name.
+    built = getattr(_json, "_copy_json", None) is not None
+    return "built" if built else "absent (a pure-Python build, or a toolseam without it)"
 
 
 def parser(description: str) -> argparse.ArgumentParser:
