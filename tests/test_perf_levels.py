@@ -294,6 +294,34 @@ class TestDeferredSnapshot:
         assert observed == [frozen]
         assert observed[0] is frozen  # one snapshot, whoever reads it
 
+    @pytest.mark.parametrize("name", WALKS)
+    @pytest.mark.parametrize("size", [1, 40])
+    async def test_no_container_of_the_private_copy_reaches_the_body(
+        self, name: str, size: int
+    ) -> None:
+        # The private copy's containers are left out of the cycle collector (C pass) and
+        # frozen later: the body must only ever get what validating it built.
+        held: list[object] = []
+
+        @define_tool(name="t", description="")
+        async def body(args: Order, exec: ToolRunContext) -> int:
+            private = cast("Any", exec)._arguments
+            held.append(type(private))
+            ours = {id(c) for c in _containers(private)}
+            assert ours.isdisjoint(id(c) for c in _containers(args))
+            args["lines"].append(cast("Line", {"sku": "added", "tags": []}))
+            return len(exec.arguments["lines"])  # type: ignore[arg-type,index]
+
+        registry = ToolRegistry()
+        registry.register(body)
+        value = {"lines": [{"sku": f"s{i}", "tags": ["a"]} for i in range(size)]}
+        with walk(name):
+            result = await registry.execute(make_input("t", value))
+        assert not result.is_error, result
+        assert result.value == size
+        # The C pass defers any size; the Python walks only large ones.
+        assert held == [dict if name == "C" or size >= 32 else FrozenDict]
+
     async def test_what_the_body_does_to_its_arguments_no_stage_sees(self) -> None:
         @define_tool(name="t", description="")
         async def body(args: Order, exec: ToolRunContext) -> int:

@@ -12,15 +12,18 @@ the extension out.
 
 from __future__ import annotations
 
+import collections
 import gc
 import math
 import os
 import sys
+import warnings
 from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
 
+from support import walk
 from test_perf_levels import shapes
 from test_perf_snapshot import full, object_lists, odd_values, outcome, shape, values
 from toolseam import FrozenDict, FrozenList, _json
@@ -295,3 +298,85 @@ def test_the_collector_is_left_as_it_was() -> None:
         gc.enable()
     assert _c({"bad": [math.nan]}) is None
     assert gc.isenabled()
+
+
+class _Colliding:
+    """A key whose ``__eq__`` would run if a dict copy compared it with another key."""
+
+    armed = False
+    compared = 0
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        if not _Colliding.armed:
+            return self is other
+        _Colliding.compared += 1
+        raise ValueError("__eq__ ran")
+
+
+@pytest.mark.parametrize("name", ["C", "Python"])
+def test_a_key_whose_eq_raises_is_a_materialization_error_and_never_compared(name: str) -> None:
+    # After a deletion a dict cannot be cloned, so copying it compares colliding keys: the
+    # C pass must refuse such keys before it copies anything.
+    if name == "C" and copy_json is None:
+        pytest.skip("this build has no toolseam._speedups")
+    first, second = _Colliding(), _Colliding()
+    value: dict[object, int] = {first: 1, "x": 0}
+    value[second] = 2
+    del value["x"]
+    _Colliding.armed, _Colliding.compared = True, 0
+    if name == "C":
+        assert _c({"a": value}) is None
+        assert _c({"a": value}, frozen=False) is None
+        assert _Colliding.compared == 0
+    with walk(name), pytest.raises(_json.MaterializationError, match=r"^\$\.a: ValueError"):
+        materialize({"a": value})
+    with walk(name), pytest.raises(_json.MaterializationError):
+        materialize_arguments({"a": [value]}, True)
+    _Colliding.armed = False
+    assert gc.isenabled()
+
+
+@needs_c
+def test_only_the_base_types_or_stateless_subclasses_are_built() -> None:
+    assert copy_json is not None
+    for dict_type in (collections.OrderedDict, collections.defaultdict, collections.Counter):
+        with pytest.raises(TypeError):
+            copy_json({"a": 1}, dict_type, list)
+    with pytest.raises(TypeError):
+        copy_json({"a": 1}, dict, collections.UserList)
+    assert copy_json({"a": [1]}, FrozenDict, FrozenList) == ({"a": [1]}, True)
+
+
+@needs_c
+def test_empty_tuples_are_not_containers_met_twice() -> None:
+    value = {"a": (), "b": [(), ()]}
+    assert _c(value) == ({"a": [], "b": [[], []]}, True)
+
+
+@needs_c
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="PyUnicode_FromUnicode is gone in 3.12")
+def test_a_string_not_yet_ready_is_left_to_the_python_walk() -> None:
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyUnicode_FromUnicode.restype = ctypes.py_object
+    api.PyUnicode_FromUnicode.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+    api.PyUnicode_AsUnicode.restype = ctypes.POINTER(ctypes.c_uint32)
+    api.PyUnicode_AsUnicode.argtypes = [ctypes.py_object]
+
+    def legacy(codes: list[int]) -> str:
+        text = api.PyUnicode_FromUnicode(None, len(codes))
+        units = api.PyUnicode_AsUnicode(text)
+        for index, code in enumerate(codes):
+            units[index] = code
+        return cast("str", text)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert _c([legacy([0x61, 0xD800])]) is None  # (a key is made ready by its hash)
+        snapshot, utf8 = materialize_arguments({"k": [legacy([0x61, 0xD800])]})
+    assert utf8 is False
+    assert snapshot == {"k": ["a\ud800"]}

@@ -28,6 +28,7 @@
 typedef struct {
     void **slots;
     size_t mask;
+    int shift; /* 64 - log2(mask + 1): the product's high bits pick the slot */
     size_t used;
 } Seen;
 
@@ -41,12 +42,19 @@ typedef struct {
 
 static PyObject *empty_tuple;
 
+static inline size_t
+slot_of(void *pointer, int shift)
+{
+    return (size_t)(((uint64_t)(uintptr_t)pointer * 0x9E3779B97F4A7C15ULL) >> shift);
+}
+
 /* 1: added; 0: met before; -1: out of memory (exception set). */
 static int
 seen_add(Seen *seen, void *pointer)
 {
     if ((seen->used + 1) * 2 > seen->mask + 1) {
         size_t size = (seen->mask + 1) * 2;
+        int shift = seen->shift - 1;
         void **slots = PyMem_Calloc(size, sizeof(void *));
         if (slots == NULL) {
             PyErr_NoMemory();
@@ -55,7 +63,7 @@ seen_add(Seen *seen, void *pointer)
         for (size_t i = 0; i <= seen->mask; i++) {
             void *old = seen->slots[i];
             if (old != NULL) {
-                size_t j = ((uintptr_t)old >> 4) * 0x9E3779B97F4A7C15ULL & (size - 1);
+                size_t j = slot_of(old, shift);
                 while (slots[j] != NULL) {
                     j = (j + 1) & (size - 1);
                 }
@@ -65,8 +73,9 @@ seen_add(Seen *seen, void *pointer)
         PyMem_Free(seen->slots);
         seen->slots = slots;
         seen->mask = size - 1;
+        seen->shift = shift;
     }
-    size_t i = ((uintptr_t)pointer >> 4) * 0x9E3779B97F4A7C15ULL & seen->mask;
+    size_t i = slot_of(pointer, seen->shift);
     while (seen->slots[i] != NULL) {
         if (seen->slots[i] == pointer) {
             return 0;
@@ -97,6 +106,20 @@ has_surrogate(PyObject *text)
     return 0;
 }
 
+/* Whether the characters of an exact str can be read (always, from CPython 3.12 on; on
+ * 3.11 a string made by the deprecated PyUnicode_FromUnicode may not be ready yet, and
+ * the Python walk takes it). */
+static inline int
+text_ready(PyObject *text)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_IS_READY(text);
+#else
+    (void)text;
+    return 1;
+#endif
+}
+
 static inline void
 check_text(Walk *walk, PyObject *text)
 {
@@ -108,8 +131,10 @@ check_text(Walk *walk, PyObject *text)
 static PyObject *copy_container(Walk *walk, PyObject *value, int depth);
 
 /* A finished copy holds only leaves and other finished copies: it can never be part of a
- * reference cycle (nothing else holds it yet, and a snapshot cannot be changed), so the
- * cycle collector need not look at it, as it need not look at a tuple of ints. Left
+ * reference cycle (nothing else holds it yet, a snapshot cannot be changed, and the
+ * registry's private plain copy is only read: no part of it ever reaches a tool body, as
+ * tests/test_perf_levels.py checks), so the cycle collector need not look at it, as it
+ * need not look at a tuple of ints. Code that changed a copy into a cycle would leak it. Left
  * tracked, a large argument's copies made every collection during the call traverse them:
  * half the time of taking in 1 MB of nested records went to the collector. */
 static inline void
@@ -126,6 +151,9 @@ classify(Walk *walk, PyObject *item)
 {
     PyTypeObject *type = Py_TYPE(item);
     if (type == &PyUnicode_Type) {
+        if (!text_ready(item)) {
+            return 0;
+        }
         check_text(walk, item);
         return 1;
     }
@@ -153,6 +181,17 @@ classify(Walk *walk, PyObject *item)
 static PyObject *
 copy_dict(Walk *walk, PyObject *source, int depth)
 {
+    /* Every key an exact str first: copying a dict compares keys whose hashes collide, and
+     * only for exact strs does that run no Python code (a key's own __eq__ could do
+     * anything, the collector being off included). Reading the entries runs none. */
+    Py_ssize_t position = 0;
+    PyObject *key, *item;
+    while (PyDict_Next(source, &position, &key, &item)) {
+        if (Py_TYPE(key) != &PyUnicode_Type || !text_ready(key)) {
+            walk->fallback = 1;
+            return NULL;
+        }
+    }
     PyObject *copy;
     if (walk->dict_type == &PyDict_Type) {
         copy = PyDict_Copy(source);
@@ -166,11 +205,10 @@ copy_dict(Walk *walk, PyObject *source, int depth)
     if (copy == NULL) {
         return NULL;
     }
-    Py_ssize_t position = 0;
-    PyObject *key, *item;
+    position = 0;
     while (PyDict_Next(copy, &position, &key, &item)) {
         if (Py_TYPE(key) != &PyUnicode_Type) {
-            goto fallback;
+            goto fallback; /* checked above; kept so that no path reads a key otherwise */
         }
         check_text(walk, key);
         int kind = classify(walk, item);
@@ -246,17 +284,37 @@ copy_container(Walk *walk, PyObject *value, int depth)
         walk->fallback = 1;
         return NULL;
     }
-    int added = seen_add(&walk->seen, value);
-    if (added <= 0) {
-        if (added == 0) {
-            walk->fallback = 1; /* shared, or a cycle: the Python walk memoizes */
+    /* The empty tuple is one object however often it appears; it holds nothing to loop. */
+    if (Py_TYPE(value) != &PyTuple_Type || PyTuple_GET_SIZE(value) != 0) {
+        int added = seen_add(&walk->seen, value);
+        if (added <= 0) {
+            if (added == 0) {
+                walk->fallback = 1; /* shared, or a cycle: the Python walk memoizes */
+            }
+            return NULL;
         }
-        return NULL;
     }
-    if (Py_TYPE(value) == &PyDict_Type) {
-        return copy_dict(walk, value, depth);
+    /* Held while it is copied: it stays alive whatever its parent copy becomes. */
+    Py_INCREF(value);
+    PyObject *copy = Py_TYPE(value) == &PyDict_Type ? copy_dict(walk, value, depth)
+                                                     : copy_list(walk, value, depth);
+    Py_DECREF(value);
+    return copy;
+}
+
+/* A container type the pass may build: the base type, or a subclass of it that adds no
+ * state of its own (no slots, no __dict__), as the snapshot types are; their instances are
+ * made by the base type's constructor and filled directly. */
+static int
+buildable(PyObject *type, PyTypeObject *base)
+{
+    if (!PyType_Check(type)) {
+        return 0;
     }
-    return copy_list(walk, value, depth);
+    PyTypeObject *candidate = (PyTypeObject *)type;
+    return candidate == base ||
+           (PyType_IsSubtype(candidate, base) && candidate->tp_basicsize == base->tp_basicsize &&
+            candidate->tp_dictoffset == 0);
 }
 
 static PyObject *
@@ -267,17 +325,17 @@ copy_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *value = args[0];
-    if (!PyType_Check(args[1]) || !PyType_IsSubtype((PyTypeObject *)args[1], &PyDict_Type) ||
-        !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &PyList_Type)) {
+    if (!buildable(args[1], &PyDict_Type) || !buildable(args[2], &PyList_Type)) {
         PyErr_SetString(PyExc_TypeError,
-                        "copy_json() takes a dict type and a list type after the value");
+                        "copy_json() takes dict (or a subclass with no state of its own) and "
+                        "list (likewise) after the value");
         return NULL;
     }
     PyTypeObject *type = Py_TYPE(value);
     if (type != &PyDict_Type && type != &PyList_Type && type != &PyTuple_Type) {
         Py_RETURN_NONE;
     }
-    Walk walk = {(PyTypeObject *)args[1], (PyTypeObject *)args[2], {NULL, 63, 0}, 1, 0};
+    Walk walk = {(PyTypeObject *)args[1], (PyTypeObject *)args[2], {NULL, 63, 58, 0}, 1, 0};
     walk.seen.slots = PyMem_Calloc(64, sizeof(void *));
     if (walk.seen.slots == NULL) {
         return PyErr_NoMemory();
