@@ -12,6 +12,7 @@ editable path finds it.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import sysconfig
 import tempfile
@@ -64,8 +65,9 @@ class SpeedupsBuildHook(BuildHookInterface):  # type: ignore[type-arg]
                     target = root / "src" / "toolseam" / built.name
                     target.write_bytes(built.read_bytes())
             else:
-                scratch = Path(tempfile.mkdtemp(prefix="toolseam-speedups-"))
-                built = _compile(root, scratch)
+                # Kept until the wheel is written (force_include reads it then): finalize.
+                self._scratch = Path(tempfile.mkdtemp(prefix="toolseam-speedups-"))
+                built = _compile(root, self._scratch)
                 build_data["force_include"][str(built)] = f"toolseam/{built.name}"
         except Exception as error:
             if os.environ.get(REQUIRED) == "1":
@@ -79,3 +81,10 @@ class SpeedupsBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        """Remove the compiler's scratch folder once the wheel holds the library."""
+        scratch: Path | None = getattr(self, "_scratch", None)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+            self._scratch = None
