@@ -1,5 +1,5 @@
-"""Development sessions: ``nox`` runs tests, typetests, lint, docs, postgres, codemode and
-the MCP conformance suite; ``-s bench`` is opt-in.
+"""Development sessions: ``nox`` runs ``ci``, which runs tests, typetests, lint, docs,
+postgres, codemode and the MCP conformance suite side by side; ``-s bench`` is opt-in.
 
 ``postgres`` and ``mcp_conformance`` skip themselves, saying why, where Postgres's binaries
 or npm are not installed (CI installs both).
@@ -27,10 +27,8 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 # uv builds environments an order of magnitude faster than virtualenv; fall back when absent.
 nox.options.default_venv_backend = "uv|virtualenv"
-# postgres and mcp_conformance skip themselves (saying why) where their tools are missing.
-nox.options.sessions = [
-    "tests", "typetests", "lint", "docs", "postgres", "codemode", "mcp_conformance"
-]  # fmt: skip
+# `python -m nox` runs `ci`, which runs CI_SESSIONS side by side (see ci below).
+nox.options.sessions = ["ci"]
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 
@@ -364,3 +362,91 @@ def mcp_conformance(session: nox.Session) -> None:
             server.kill()
             server.wait()
         session.log(f"server log: {tmp / 'server.log'}; results: {results}")
+
+
+# The sessions `python -m nox` runs (through `ci`), longest first: the scheduler starts them in
+# this order. postgres and mcp_conformance skip themselves, saying why, where their tools are
+# missing (CI installs both, and sets the variables that make a skip a failure).
+CI_SESSIONS = [
+    *(f"tests-{version}" for version in PYTHONS),
+    "mcp_conformance", "docs", "typetests", "codemode", "postgres", "lint",
+]  # fmt: skip
+
+
+def _ci_jobs(args: list[str]) -> int:
+    if "--jobs" in args:
+        return max(1, int(args[args.index("--jobs") + 1]))
+    return max(1, int(os.environ.get("TOOLSEAM_CI_JOBS", "0")) or (os.cpu_count() or 1))
+
+
+def _summary_counts(log: str) -> tuple[int, int, int]:
+    """passed, failed (errors included) and skipped, from each pytest summary line of a log."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for line in re.findall(r"^=* ?(\d+ \w+.*) in [\d.]+s", log, re.MULTILINE):
+        for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", line):
+            counts["failed" if word.startswith("error") else word] += int(number)
+    return counts["passed"], counts["failed"], counts["skipped"]
+
+
+@nox.session(python=False)
+def ci(session: nox.Session) -> None:
+    """Every default session (CI_SESSIONS), as many at once as the machine has cores.
+
+    Each runs as its own ``python -m nox -s NAME`` with its output in a log; a session's log is
+    printed whole when it fails and by its last lines when it passes, then one line per
+    session and the totals. ``-- --jobs N`` (or ``TOOLSEAM_CI_JOBS``) sets how many run at
+    once; ``-- NAME ...`` runs only those. The sessions share nothing but the uv and npm
+    caches, and every server a test starts listens on a free loopback port.
+    """
+    args = list(session.posargs)
+    jobs = _ci_jobs(args)
+    if "--jobs" in args:
+        del args[args.index("--jobs") : args.index("--jobs") + 2]
+    unknown = [name for name in args if name not in CI_SESSIONS]
+    if unknown:
+        session.error(f"not a CI session: {', '.join(unknown)} (they are: {CI_SESSIONS})")
+    queue = [name for name in CI_SESSIONS if not args or name in args]
+    logs = Path(session.create_tmp()) / "ci-logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    session.log(f"{len(queue)} sessions, {jobs} at a time; logs in {logs}")
+    running: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
+    ended: list[tuple[str, int, float]] = []
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                name = queue.pop(0)
+                command = [sys.executable, "-m", "nox", "-s", name]
+                with (logs / f"{name}.log").open("wb") as out:
+                    process = subprocess.Popen(
+                        command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                    )  # fmt: skip
+                running[name] = (process, time.monotonic())
+                session.log(f"started {name}")
+            time.sleep(1)
+            for name, (process, started) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                del running[name]
+                took = time.monotonic() - started
+                ended.append((name, process.returncode, took))
+                text = (logs / f"{name}.log").read_text(errors="replace")
+                shown = text if process.returncode else "\n".join(text.splitlines()[-25:])
+                verdict = "FAILED" if process.returncode else "passed"
+                print(
+                    f"\n----- {name}: {verdict} in {took / 60:.1f} min -----\n{shown}", flush=True
+                )
+    finally:
+        for process, _ in running.values():
+            process.terminate()
+    totals = [0, 0, 0]
+    for name, code, took in ended:
+        counts = _summary_counts((logs / f"{name}.log").read_text(errors="replace"))
+        totals = [total + count for total, count in zip(totals, counts, strict=True)]
+        outcome = "failed" if code else "ok"
+        session.log(f"{name:<18} {outcome:<6} {took / 60:5.1f} min  {counts[0]} passed")
+    failed = [name for name, code, _ in ended if code]
+    print(f"ci: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped", flush=True)
+    if failed:
+        session.error(f"failed: {', '.join(failed)}")

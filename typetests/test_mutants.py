@@ -18,6 +18,10 @@ import pytest
 
 _ALL = mutants.ALL_MUTANTS
 
+# The batch fixture is one mypy run and one pyright run over a stub copy per mutant (about a
+# minute alone); `nox` runs the sessions side by side, so give it room past the default 120 s.
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def batch() -> mutants.BatchResult:
