@@ -37,7 +37,8 @@ class PtcLimits:
     """The limits of one ``run_code`` run; reaching one ends the run with `PTC_LIMIT`.
 
     ``None`` turns a limit off. A limit ends the run the way an abort does: nested calls
-    in flight are told and awaited, then the sandbox is stopped.
+    in flight are told and awaited, then the sandbox is stopped (at the nested-call limit,
+    without a grace). ``output_chars`` ends nothing: it cuts what the model is shown.
 
     Raises:
         ValueError: A limit is not positive (and finite).
