@@ -54,6 +54,7 @@ from toolseam.ptc import (
     PtcTool,
     ptc_tool,
 )
+from toolseam.ptc._output import Printed, listing
 
 GRACE = 0.05  # seconds a stopped program keeps its worker; its expiry is what kills a spinner
 
@@ -314,6 +315,7 @@ async def test_description_has_typed_stubs_of_the_exposed_tools_only() -> None:
     assert "async def lookup(*, key: str) -> Any:" in run.description
     assert "def lookup_sync(*, key: str) -> Any:" in run.description
     assert "at most 7 tool calls" in run.description
+    assert "cut past 8000 characters" in run.description
     assert "def wait" not in run.description
     assert run.parameters["required"] == ["code"]
     with pytest.raises(ValueError, match="not registered"):
@@ -365,6 +367,118 @@ async def test_a_long_traceback_is_bounded() -> None:
     assert len(result.error.message) < 700
     assert result.error.message.startswith("Traceback (most recent call last):")
     assert result.error.message.endswith("x the end")
+
+
+async def test_printing_past_output_chars_keeps_what_fits_and_says_it_was_cut() -> None:
+    """Issue 35: ``print('x' * 9000)`` failed the program with PTC_LIMIT and a false memory
+    message, losing everything printed. Now the program goes on; head and tail are kept."""
+    tools = Tools()
+    code = "print('x' * 9000)\nprint('the end')\nlookup_sync(key='a')"
+    async with opened(tools):  # the default output_chars: 8000
+        result = await run_code(tools, code)
+    assert isinstance(result, ToolSuccess), result
+    assert result.value["output"] == "A"  # type: ignore[index, call-overload]
+    stdout = result.value["stdout"]  # type: ignore[index, call-overload]
+    assert stdout == context(result)["stdout"]
+    assert stdout.startswith("x" * 2666 + "\n... (1009 characters cut) ...\nxxx")
+    assert stdout.endswith("x\nthe end\n")
+    assert len(stdout) < 8100
+    assert "characters cut" in text(result)
+    assert "memory" not in text(result)
+    assert codes(result) == [("lookup", "OK")]
+
+
+async def test_a_program_that_prints_without_end_is_stopped_by_its_clock_not_its_output() -> None:
+    tools = Tools()
+    code = "i = 0\nwhile True:\n    print('line', i)\n    i += 1"
+    async with opened(tools, limits=PtcLimits(wall_clock=0.2, output_chars=300)):
+        result = await run_code(tools, code)
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_LIMIT
+    assert "wall-clock" in result.error.message
+    stdout = context(result)["stdout"]
+    assert stdout.startswith("line 0\nline 1\n")
+    assert "characters cut" in stdout
+    assert len(stdout) < 400
+
+
+async def test_a_huge_output_value_is_cut_to_output_chars() -> None:
+    """Issue 35: ``'a' * 10**7`` as the last expression gave 10,000,025 characters of
+    content. A value past ``output_chars`` becomes its text (its JSON if not a string), cut;
+    one that fits stays a JSON value."""
+    tools = Tools()
+    async with opened(tools):  # the default output_chars: 8000
+        string = await run_code(tools, "'a' * 10**7")
+        listed = await run_code(tools, "list(range(100000))")
+        fits = await run_code(tools, "list(range(100))")
+    assert isinstance(string, ToolSuccess), string
+    output = string.value["output"]  # type: ignore[index, call-overload]
+    assert output == "a" * 2666 + "\n... (9992000 characters cut) ...\n" + "a" * 5334
+    assert len(text(string)) < 8200
+    assert isinstance(listed, ToolSuccess), listed
+    output = listed.value["output"]  # type: ignore[index, call-overload]
+    assert isinstance(output, str)
+    assert output.startswith("[0, 1, 2, ")
+    assert output.endswith(", 99998, 99999]")
+    assert "characters cut" in output
+    assert len(text(listed)) < 8200
+    assert isinstance(fits, ToolSuccess), fits
+    assert fits.value["output"] == list(range(100))  # type: ignore[index, call-overload]
+
+
+async def test_a_traceback_of_ten_million_characters_is_cut_to_output_chars() -> None:
+    tools = Tools()
+    async with opened(tools):
+        result = await run_code(tools, "raise ValueError('x' * 10**7)")
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_ERROR
+    assert "characters cut" in result.error.message
+    assert len(result.error.message) < 8100
+    assert len(text(result)) < 8300
+
+
+async def test_a_memory_error_the_program_raises_is_its_error_not_the_limit() -> None:
+    tools = Tools()
+    code = "raise MemoryError('memory limit exceeded: 8192 bytes > 8000 bytes')"
+    async with opened(tools):
+        result = await run_code(tools, code)
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_ERROR
+    assert "memory limit of" not in result.error.message
+
+
+async def test_the_list_of_calls_in_the_content_is_cut_and_the_context_keeps_it_whole() -> None:
+    """Issue 35: 10,000 calls gave a 287,819-character list in the content."""
+    tools = Tools()
+    code = (
+        "for i in range(60):\n"
+        "    try:\n"
+        "        secret_sync(key='x') if i % 3 == 0 else lookup_sync(key='k')\n"
+        "    except RuntimeError:\n"
+        "        pass\n"
+    )
+
+    async def deny_secret(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+        return Deny("no") if exec.name == "secret" else await next()
+
+    tools.registry.on_pre_execute(deny_secret)
+    async with opened(tools, limits=PtcLimits(output_chars=600, nested_calls=None)):
+        result = await run_code(tools, code)
+    assert isinstance(result, ToolSuccess), result
+    assert len(context(result)["nested_calls"]) == 60
+    assert len(result.value["nested_calls"]) == 60  # type: ignore[index, call-overload, arg-type]
+    (listing,) = [block["text"] for block in result.content if "tool calls" in block["text"]]
+    lines = listing.splitlines()
+    assert lines[0] == "tool calls (60):"
+    assert lines[1] == '1. secret {"key": "x"} -> ERROR: tool call denied: no'
+    assert lines[-1] == '60. lookup {"key": "k"} -> OK'
+    (middle,) = [line for line in lines if "not listed" in line]
+    left_out = 60 - (len(lines) - 2)
+    errors = sum(1 for i in range(60) if i % 3 == 0)
+    assert middle.startswith(f"... ({left_out} calls not listed: ")
+    listed_errors = sum(1 for line in lines if "-> ERROR" in line)
+    assert f"{errors - listed_errors} ERROR" in middle
+    assert len(listing) < 700
 
 
 async def test_the_program_reaches_no_file_environment_network_or_process() -> None:
@@ -507,25 +621,93 @@ async def test_memory_limit_is_ptc_limit_even_when_the_program_catches_it() -> N
     assert "memory limit of 2000000 bytes" in result.error.message
 
 
-async def test_nested_call_limit_is_ptc_limit_and_the_extra_call_never_runs() -> None:
+CATCH_ALL = (
+    "for i in range(10000):\n"
+    "    try:\n"
+    "        {call}\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "print('past the loop')\n"
+)
+
+
+@pytest.mark.parametrize("call", ["lookup_sync(key='k')", "await lookup(key='k')"])
+async def test_a_catch_all_loop_past_the_nested_call_limit_is_ended_at_its_next_call(
+    call: str,
+) -> None:
+    """Issue 35: the call past the limit is not made and the program ends at once.
+
+    Before, the stopped program kept its grace, swallowed each failure and called again:
+    1,040-1,528 published ABORTED_BEFORE_DISPATCH calls past a limit of 200. A grace of 30 s
+    here would time the test out if the program were given one.
+    """
     tools = Tools()
-    code = (
-        "while True:\n    try:\n        lookup_sync(key='k')\n    except Exception:\n        pass\n"
+    async with opened(tools, limits=PtcLimits(nested_calls=3), grace=30.0):
+        result = await run_code(tools, CATCH_ALL.format(call=call))
+    assert isinstance(result, ToolFailure)
+    assert result.code == PTC_LIMIT
+    assert result.error.message == (
+        "the program reached its limit of 3 tool calls: it was ended at its next call "
+        "(lookup), which was not made"
     )
-    async with opened(tools, limits=PtcLimits(nested_calls=3)):
+    # Nothing past the limit was made, listed or published; the program never went on.
+    assert codes(result) == [("lookup", "OK")] * 3
+    assert len(tools.parents) == 3
+    assert len(tools.nested_results(run_token(tools))) == 3
+    assert "past the loop" not in context(result)["stdout"]
+    assert "memory" not in text(result)
+    assert not alive(context(result)["worker_pid"])
+
+
+async def test_calls_made_before_the_limit_but_not_begun_never_run() -> None:
+    """At the call past the limit no further call begins: those made before and not yet
+    begun end ABORTED_BEFORE_DISPATCH; exactly the limit's calls are listed and published."""
+    tools = Tools()
+    code = "import asyncio\nawait asyncio.gather(*[lookup(key=str(i)) for i in range(30)])"
+    async with opened(tools, limits=PtcLimits(nested_calls=10), grace=30.0):
         result = await run_code(tools, code)
     assert isinstance(result, ToolFailure)
     assert result.code == PTC_LIMIT
-    assert "more than 3 tool calls" in result.error.message
     listed = codes(result)
-    assert listed[:3] == [("lookup", "OK")] * 3
-    # The program swallows every failure and calls again: each extra call is listed, never
-    # ran, and has exactly one published result; the grace then ends the program.
-    assert listed[3:]
-    assert set(listed[3:]) == {("lookup", TOOL_ABORTED_BEFORE_DISPATCH)}
-    assert len(tools.parents) == 3
-    assert len(tools.nested_results(run_token(tools))) == len(listed)
+    assert len(listed) == 10
+    ran = len(tools.parents)
+    assert set(listed[ran:]) <= {("lookup", TOOL_ABORTED_BEFORE_DISPATCH)}
+    assert len(tools.nested_results(run_token(tools))) == 10
     assert not alive(context(result)["worker_pid"])
+
+
+async def test_after_a_stop_a_catch_all_loop_is_ended_by_the_limit_or_the_grace() -> None:
+    """After an abort, each further call ends ABORTED_BEFORE_DISPATCH (published) until
+    the limit is reached (then at once) or, with no limit, until the grace ends."""
+    for limit, grace in ((5, 30.0), (None, GRACE)):
+        tools = Tools(expected=1)
+        stop = AbortController()
+        code = "try:\n    await wait(i=0)\nexcept RuntimeError:\n    pass\n" + CATCH_ALL.format(
+            call="lookup_sync(key='k')"
+        )
+        outcome: list[ToolResult] = []
+        async with (
+            opened(tools, limits=PtcLimits(nested_calls=limit), grace=grace),
+            anyio.create_task_group() as tg,
+        ):
+
+            async def call() -> None:
+                outcome.append(await run_code(tools, code, stop))  # noqa: B023
+
+            tg.start_soon(call)
+            await tools.all_started.wait()
+            stop.abort()
+        (result,) = outcome
+        assert isinstance(result, ToolFailure)
+        assert result.code == TOOL_ABORTED
+        listed = codes(result)
+        assert listed[0] == ("wait", TOOL_ABORTED)
+        assert set(listed[1:]) == {("lookup", TOOL_ABORTED_BEFORE_DISPATCH)}
+        if limit is not None:
+            assert len(listed) == limit
+        assert len(tools.nested_results(run_token(tools))) == len(listed)
+        assert tools.parents == []
+        assert not alive(context(result)["worker_pid"])
 
 
 async def test_a_sandbox_that_dies_is_ptc_crash_and_keeps_its_call_list() -> None:
@@ -634,3 +816,18 @@ def test_invalid_limits_are_refused() -> None:
 def test_import_toolseam_does_not_import_monty() -> None:
     probe = "import sys, toolseam; assert 'pydantic_monty' not in sys.modules, sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def test_printed_text_keeps_head_and_tail_across_chunks() -> None:
+    printed = Printed(9)
+    for chunk in ("ab", "cdef", "g"):
+        printed("stdout", chunk)
+    assert printed.text == "abcdefg"
+    printed("stderr", "hijklmn")
+    assert printed.text == "abc\n... (5 characters cut) ...\nijklmn"
+
+
+def test_the_listing_of_no_call_or_of_calls_that_fit_is_whole() -> None:
+    assert listing([], 10) == "tool calls (0):"
+    entries = [{"name": "t", "arguments": {}, "code": "OK"}] * 2
+    assert listing(entries, 1000) == "tool calls (2):\n1. t {} -> OK\n2. t {} -> OK"

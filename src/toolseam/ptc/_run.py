@@ -21,6 +21,9 @@ abandoned):
 3. the program has ``grace`` seconds to end by itself, then its worker process is killed;
 4. the run returns only once that process has exited.
 
+The nested-call limit stops the run at the program's call past it: that call is not made
+(neither listed nor published), and the program is never resumed from it, so it gets no grace.
+
 Host cancellation takes the same path: the work runs shielded, the cancellation aborts the
 run's stop, and it is re-raised once the run has settled.
 """
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, final
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from pydantic_monty import (
@@ -58,9 +62,10 @@ from .._results import ToolFailure, ToolResult, ToolSuccess
 from .._signals import AbortController, AbortSignal, fuse
 from .._views import ExecutionToken, ToolExecutionInput, ToolHost, ToolRunContext
 from ._errors import PtcCrashError, PtcLimitError, PtcProgramError
+from ._output import bounded, bounded_output
 from ._sandbox import Completed, Sandbox, Step
 
-__all__ = ["CONTEXT_KEY", "Run", "RunConfig", "bounded"]
+__all__ = ["CONTEXT_KEY", "Run", "RunConfig"]
 
 CONTEXT_KEY: Final = "toolseam/ptc"
 """The key of the context every ``run_code`` result carries (its ``additional_contexts``)."""
@@ -79,15 +84,6 @@ Resume = Callable[[], Any]
 
 class _HostCancelled(Exception):
     """The stop of a run whose host cancelled it (the cancellation itself is re-raised)."""
-
-
-def bounded(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters, keeping its head and its tail."""
-    if len(text) <= limit:
-        return text
-    head = limit // 3
-    tail = limit - head
-    return f"{text[:head]}\n... ({len(text) - limit} characters cut) ...\n{text[-tail:]}"
 
 
 @final
@@ -253,7 +249,7 @@ class Run:
             config.pool,
             config.limiter,
             max_memory=config.max_memory,
-            output_bytes=config.output_chars,
+            output_chars=config.output_chars,
         )
         self._calls: list[_Nested] = []
         # Shared by both sides, under `_cond`.
@@ -271,6 +267,7 @@ class Run:
         self._exclusive = False
         self._changed: AbortController | None = None  # while a task waits for a settlement
         self._done = anyio.Event()
+        self._parked = anyio.Event()  # the program is held at a call past the limit, for good
         self._output: object = None
         self._failure: Exception | None = None
         self._tg: TaskGroup | None = None
@@ -297,7 +294,7 @@ class Run:
         return {
             CONTEXT_KEY: {
                 "worker_pid": self._sandbox.pid,
-                "stdout": self._sandbox.output.output,
+                "stdout": self._sandbox.output.text,
                 "nested_calls": nested_calls,
             }
         }
@@ -332,8 +329,8 @@ class Run:
         if self._failure is not None:
             raise self._failure
         return {
-            "output": _json_or_repr(self._output, self._config.output_chars),
-            "stdout": self._sandbox.output.output,
+            "output": bounded_output(self._output, self._config.output_chars),
+            "stdout": self._sandbox.output.text,
             "nested_calls": nested_calls,
         }
 
@@ -373,7 +370,10 @@ class Run:
                 await self._wait_change(stoppable=False)
             # The program has heard of the stop at its call sites and may end by itself
             # meanwhile (then `_drive` is over, and this task is cancelled with the helpers).
-            await anyio.sleep(self._config.grace)
+            # A program held at a call past the nested-call limit is never resumed: it gets
+            # no grace (or what is left of it).
+            with anyio.move_on_after(self._config.grace):
+                await self._parked.wait()
             self._sandbox.kill()
             self._wake_driver()
 
@@ -405,12 +405,14 @@ class Run:
 
     def _program_failure(self, error: MontyRuntimeError) -> Exception:
         exception = error.exception()
-        if self._config.max_memory is not None and type(exception).__name__ == "MemoryError":
+        limit = self._config.max_memory
+        if limit is not None and type(exception).__name__ == "MemoryError":
+            # Only the sandbox's heap limit ends with this limit's own figure; any other
+            # MemoryError (one the program raised itself) is the program's error.
             text = str(exception)
-            if text.startswith("memory limit exceeded"):
+            if text.startswith("memory limit exceeded") and text.endswith(f"> {limit} bytes"):
                 return PtcLimitError(
-                    f"the program ran past its memory limit of {self._config.max_memory} "
-                    f"bytes ({text})"
+                    f"the program ran past its memory limit of {limit} bytes ({text})"
                 )
         return PtcProgramError(bounded(error.display(), self._config.output_chars))
 
@@ -454,6 +456,10 @@ class Run:
         arguments = self._arguments(tool, step.args, step.kwargs)
         if isinstance(arguments, TypeError):
             return lambda: step.resume(ExternalException(exception=arguments))
+        limit = self._config.nested_calls
+        if limit is not None and len(self._calls) >= limit:  # `_calls` grows in this thread
+            self._park(tool, limit)
+            return None
         call = self._post(tool, arguments, waited=name != tool)
         if not call.waited:  # `await tool(...)`: a future the program awaits when it likes
             self._pending[step.call_id] = call
@@ -461,6 +467,29 @@ class Run:
         if not self._wait_for(call):
             return None
         return lambda: step.resume(call.answer())
+
+    def _park(self, tool: str, limit: int) -> None:
+        """A call past the nested-call limit: never made, and the program never resumed.
+
+        The run stops with `PtcLimitError` at once (no call begins from then on); the
+        program stays suspended at this call, so it makes no further call and has nothing
+        to wrap up: once the calls in flight have settled, its worker is killed without a
+        grace. Returns once that kill is sent.
+        """
+        anyio.from_thread.run_sync(self._limit_reached, tool, limit)
+        with self._cond:
+            while not self._sandbox.killed:
+                self._cond.wait()
+
+    def _limit_reached(self, tool: str, limit: int) -> None:
+        """In the event loop: stop the run for a call past the limit, which is not made."""
+        self.stop(
+            PtcLimitError(
+                f"the program reached its limit of {limit} tool calls: it was ended at its "
+                f"next call ({tool}), which was not made"
+            )
+        )
+        self._parked.set()
 
     def _post(self, tool: str, arguments: dict[str, Any], *, waited: bool) -> _Nested:
         """Record one nested call and hand it to the dispatcher; never waits."""
@@ -572,9 +601,6 @@ class Run:
 
     async def _begin(self, call: _Nested) -> None:
         """Make one nested call: now, or once its turn comes."""
-        config = self._config
-        if config.nested_calls is not None and call.index > config.nested_calls:
-            self.stop(PtcLimitError(f"the program made more than {config.nested_calls} tool calls"))
         # A nested dispatch of the run_code call (parent token, root call, agent, host), with
         # the run's signal: the run_code call's own, fused with the run's stop.
         call_input = nested_input(

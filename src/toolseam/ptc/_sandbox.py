@@ -21,7 +21,6 @@ from typing import Any, Final, final
 import anyio
 import anyio.to_thread
 from pydantic_monty import (
-    CollectString,
     FunctionSnapshot,
     FutureSnapshot,
     Monty,
@@ -31,6 +30,8 @@ from pydantic_monty import (
     OSPolicy,
     ResourceLimits,
 )
+
+from ._output import Printed
 
 __all__ = ["Completed", "Sandbox", "Step"]
 
@@ -89,7 +90,7 @@ class Sandbox:
         limiter: anyio.CapacityLimiter,
         *,
         max_memory: int | None,
-        output_bytes: int,
+        output_chars: int,
     ) -> None:
         self._pool = pool
         self._limiter = limiter
@@ -103,7 +104,9 @@ class Sandbox:
         self._doomed = False
         self.killed = False
         """Whether `kill` reached the worker process (so a crash after it is this kill)."""
-        self.output = CollectString(output_bytes)
+        # Not pydantic-monty's `CollectString`: past its cap it fails the program with a
+        # `MemoryError` the program cannot catch. This one keeps what fits and counts the rest.
+        self.output = Printed(output_chars)
         """What the program printed, bounded."""
 
     @property

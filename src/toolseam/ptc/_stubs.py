@@ -107,6 +107,7 @@ def describe(
     *,
     nested_calls: int | None,
     wall_clock: float | None,
+    output_chars: int,
 ) -> str:
     """The ``run_code`` description: how to write the program, and the tools' stubs."""
     limits: list[str] = []
@@ -127,6 +128,10 @@ def describe(
     )
     if limits:
         text += f" Limits: {', '.join(limits)}."
+    text += (
+        f" Printed output and the value are cut past {output_chars} characters: print a "
+        "summary, not raw data."
+    )
     if not schemas:
         return text + "\n\nNo tools are exposed to the program."
     return (

@@ -15,19 +15,18 @@ import anyio.to_thread
 from pydantic_monty import Monty
 
 from .._definitions import ToolSchema, check_timeout
-from .._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, ToolArgsError
+from .._errors import ToolArgsError
 from .._json import FrozenDict, JsonValue
 from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolFailure, ToolResult, render_value, text_block
 from .._views import ToolExecution, ToolRunContext
 from ._errors import PtcClosedError
-from ._run import CONTEXT_KEY, Run, RunConfig, bounded
+from ._output import listing
+from ._run import CONTEXT_KEY, Run, RunConfig
 from ._stubs import SYNC_SUFFIX, describe, positional_names
 
 __all__ = ["PtcLimits", "PtcTool", "ptc_tool"]
 
-_NEVER_RAN: Final = TOOL_ABORTED_BEFORE_DISPATCH
-_STOPPED: Final = TOOL_ABORTED
 # How many runs may wait in worker threads at once (each run uses one at a time).
 _THREADS: Final = 64
 
@@ -38,7 +37,8 @@ class PtcLimits:
     """The limits of one ``run_code`` run; reaching one ends the run with `PTC_LIMIT`.
 
     ``None`` turns a limit off. A limit ends the run the way an abort does: nested calls
-    in flight are told and awaited, then the sandbox is stopped.
+    in flight are told and awaited, then the sandbox is stopped (at the nested-call limit,
+    without a grace). ``output_chars`` ends nothing: it cuts what the model is shown.
 
     Raises:
         ValueError: A limit is not positive (and finite).
@@ -49,11 +49,12 @@ class PtcLimits:
     memory: int | None = 256 * 1024 * 1024
     """Bytes of heap the program may use (enforced inside the sandbox)."""
     nested_calls: int | None = 200
-    """How many tool calls the program may make; the next one stops the run."""
+    """How many tool calls the program may make; its next call ends the run, and is not made."""
     max_parallel: int = 10
     """How many of its tool calls may be in flight at once."""
     output_chars: int = 8000
-    """How much of the printed output, the output value and a traceback the model is shown."""
+    """Characters the model is shown of each: the printed output, the output value, a
+    traceback, the list of tool calls (past it: head and tail, and how much was cut)."""
 
     def __post_init__(self) -> None:
         for field in ("wall_clock", "memory", "nested_calls", "max_parallel", "output_chars"):
@@ -64,22 +65,6 @@ class PtcLimits:
                 raise TypeError(f"PtcLimits.{field} must be a number, got {type(value).__name__}")
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"PtcLimits.{field} must be positive, got {value!r}")
-
-
-def _listing(nested: Sequence[Any]) -> str:
-    lines = [f"tool calls ({len(nested)}):"]
-    for index, entry in enumerate(nested, 1):
-        arguments = json.dumps(entry.get("arguments"), ensure_ascii=False, sort_keys=True)
-        code = entry.get("code")
-        line = f"{index}. {entry.get('name')} {bounded(arguments, 200)} -> {code}"
-        if code == _NEVER_RAN:
-            line += " (never ran)"
-        elif code == _STOPPED:
-            line += " (stopped while it ran)"
-        elif "error" in entry:
-            line += f": {entry['error']}"
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def _run_context(result: ToolResult) -> Mapping[str, Any] | None:
@@ -123,7 +108,10 @@ class PtcTool:
         self._grace = grace
         self._pool_size = pool_size
         self._description = description or describe(
-            self._schemas, nested_calls=limits.nested_calls, wall_clock=limits.wall_clock
+            self._schemas,
+            nested_calls=limits.nested_calls,
+            wall_clock=limits.wall_clock,
+            output_chars=limits.output_chars,
         )
         tools: dict[str, str] = {}
         for schema in self._schemas:
@@ -229,7 +217,8 @@ class PtcTool:
             stdout = context.get("stdout")
             if isinstance(stdout, str) and stdout:
                 blocks.append(text_block(f"printed:\n{stdout.rstrip()}"))
-        blocks.append(text_block(_listing(context.get("nested_calls", ()))))
+        nested = context.get("nested_calls", ())
+        blocks.append(text_block(listing(nested, self._limits.output_chars)))
         return blocks
 
     # The pool.
