@@ -170,6 +170,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("autogen", "asyncio"),
     ("langchain", "asyncio"),
     ("dbos-steps", "asyncio"),
+    ("google-adk", "asyncio"),
     ("codemode", "asyncio"),
 ]
 
