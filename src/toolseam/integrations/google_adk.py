@@ -2,9 +2,9 @@
 
 ``LlmAgent(..., tools=[toolset])`` with ``toolset = RegistryToolset(registry)`` gives the agent
 every tool of the registry, and every call goes through `ToolRegistry.execute` with ADK's
-function call id as ``call_id`` and ADK's ``ToolContext`` as ``agent``. Pass
-``plugins=[toolset.plugin]`` to the ``Runner`` (or the ``App``) as well: it is what keeps the
-session true after a stop.
+function call id as ``call_id`` and ADK's ``ToolContext`` as ``agent``. Give
+``toolset.plugin`` to the ``App`` as well (``App(..., plugins=[toolset.plugin])``): it is what
+keeps the session true after a stop.
 
 The stop is ADK's own: the ``abort_signal`` (an ``asyncio.Event`` the host owns) given to
 ``Runner.run_async``. Setting it makes ADK cancel the invocation's task, and with it the task of
@@ -101,7 +101,7 @@ def response_of(result: ToolResult) -> dict[str, Any]:
 class RegistryToolset(BaseToolset):
     """A Google ADK toolset that runs its tools through a toolseam registry.
 
-    ``LlmAgent(model=..., tools=[toolset])`` and ``Runner(..., plugins=[toolset.plugin])``.
+    ``LlmAgent(model=..., tools=[toolset])`` and ``App(..., plugins=[toolset.plugin])``.
     The tools are listed from `ToolRegistry.schemas` each time ADK asks (every model request),
     each with its JSON schema as ``parameters_json_schema``. Each call runs
     `ToolRegistry.execute` with ``call_id`` = ADK's function call id, a signal of its own and
@@ -152,7 +152,8 @@ class RegistryToolset(BaseToolset):
         self._host = host
         self._gates: dict[str, Gate] = {}
         # {invocation id: {function call id: result}}: what each call ended with, until ADK
-        # has recorded a response for it or the invocation is over (see _SealPlugin).
+        # has recorded a response for it or the invocation is over. Only for invocations the
+        # plugin runs in (it adds them): without it nobody would ever take them.
         self._results: dict[str, dict[str, ToolResult]] = {}
         self._plugin = _SealPlugin(self, plugin_name)
 
@@ -165,8 +166,9 @@ class RegistryToolset(BaseToolset):
     def plugin(self) -> BasePlugin:
         """The ADK plugin that puts each stopped call's own result into ADK's seal.
 
-        Give it to the runner: ``Runner(..., plugins=[toolset.plugin])``. Without it a stop
-        still leaves one response per call, ADK's ``"Invocation was aborted by client."``.
+        Give it to the app: ``App(..., plugins=[toolset.plugin])``. Without it a stop still
+        leaves one response per call, ADK's ``"Invocation was aborted by client."``, and the
+        toolset keeps no result.
         """
         return self._plugin
 
@@ -226,7 +228,9 @@ class RegistryToolset(BaseToolset):
             raise
 
     def _keep(self, invocation: str, call_id: str, result: ToolResult) -> None:
-        self._results.setdefault(invocation, {})[call_id] = result
+        kept = self._results.get(invocation)
+        if kept is not None:
+            kept[call_id] = result
 
     async def _never_reached(
         self, invocation: InvocationContext, response: types.FunctionResponse
@@ -288,7 +292,9 @@ class _SealPlugin(BasePlugin):
         self, *, invocation_context: InvocationContext, event: Event
     ) -> Event | None:
         toolset = self._toolset
-        kept = toolset._results.get(invocation_context.invocation_id, {})
+        kept = toolset._results.get(invocation_context.invocation_id)
+        if kept is None:
+            return None
         if event.error_code != SEAL_ERROR_CODE or event.content is None:
             for recorded in event.get_function_responses():
                 if recorded.id is not None:
@@ -311,6 +317,13 @@ class _SealPlugin(BasePlugin):
             parts.append(types.Part(function_response=answer))
         content = types.Content(role=event.content.role, parts=parts)
         return event.model_copy(update={"content": content})
+
+    @override
+    async def before_run_callback(
+        self, *, invocation_context: InvocationContext
+    ) -> types.Content | None:
+        self._toolset._results.setdefault(invocation_context.invocation_id, {})
+        return None
 
     @override
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
