@@ -36,7 +36,12 @@ from toolseam import (
     TOOL_ABORTED_BEFORE_DISPATCH,
     TOOL_TIMEOUT,
     UNKNOWN_TOOL,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Ask,
     LogEvent,
+    Next,
+    PreDecision,
     ProgressEvent,
     ToolError,
     ToolExecution,
@@ -571,6 +576,48 @@ class TestStop:
         assert bodies.running == 0
         # The body returned once told: the call's one result is what it returned.
         assert published.codes() == {"call_1": TOOL_ABORTED}
+
+
+class TestApproval:
+    async def test_the_registrys_approval_decides_and_a_stop_while_it_waits_never_ran(
+        self, published: Published
+    ) -> None:
+        asked = asyncio.Event()
+        requests: list[ApprovalRequest] = []
+
+        class Human:
+            async def request(self, request: ApprovalRequest, /) -> ApprovalAnswer:
+                requests.append(request)
+                asked.set()
+                await request.signal.wait()  # nobody answers before the stop
+                return "cancelled"
+
+        async def ask_first(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            return Ask("deleting needs a yes")
+
+        ran: list[str] = []
+
+        @define_tool(name="delete", description="Deletes a file.")
+        async def delete(args: KeyArgs, exec: ToolRunContext) -> str:
+            ran.append(args["key"])
+            return "deleted"
+
+        registry = ToolRegistry(Human())
+        registry.on_result(published)
+        registry.on_pre_execute(ask_first)
+        registry.register(delete)
+        run = await start(registry, [calls(("call_1", "delete", {"key": "a"})), answer("next")])
+        stop, pressing = stop_when(asked)
+        await run.go(stop=stop)
+        await pressing
+
+        assert ran == []
+        [request] = requests
+        assert isinstance(request.execution.agent, ToolContext)
+        assert published.codes() == {"call_1": TOOL_ABORTED_BEFORE_DISPATCH}
+        await run.go("again")
+        run.balanced(1)
+        assert run.responses(1)["call_1"]["code"] == TOOL_ABORTED_BEFORE_DISPATCH
 
 
 # -- deadlines and concurrency ----------------------------------------------------------------
