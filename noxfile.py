@@ -168,6 +168,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("autogen", "asyncio"),
     ("langchain", "asyncio"),
     ("dbos-steps", "asyncio"),
+    ("google-adk", "asyncio"),
     ("codemode", "asyncio"),
 ]
 

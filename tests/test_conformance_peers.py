@@ -20,6 +20,7 @@ PEERS = {
     "autogen": "autogen-core",
     "langchain": "langchain-core",
     "dbos-steps": "dbos",
+    "google-adk": "google-adk",
 }
 # pydantic-ai-harness pins an older pydantic-ai: its CodeMode driver runs in `nox -s codemode`
 # (TOOLSEAM_CODEMODE=1), an environment of its own; the other sessions leave it out.

@@ -6,7 +6,7 @@ bodies report each step, and reports pass, fail or skip per clause (`run_clauses
 `Report`). ``python -m toolseam.conformance --driver NAME_OR_MODULE:ATTR`` is the command
 line; ``-p toolseam.conformance.pytest_plugin`` runs the clauses as pytest items.
 Built-in drivers: ``toolseam`` and the peers ``pydantic-ai``, ``openai-agents``,
-``autogen``, ``langchain``, ``codemode`` (pydantic-ai-harness's ``CodeMode``) and
+``autogen``, ``langchain``, ``google-adk``, ``codemode`` (pydantic-ai-harness's ``CodeMode``) and
 ``dbos-steps`` (plain DBOS steps, measured by the ``durable`` clauses too); each needing its
 framework installed.
 """

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast, final
@@ -54,6 +53,7 @@ from .. import (
 from ._common import CODE_METADATA_KEY as CODE_METADATA_KEY
 from ._common import plain, result_text
 from ._events import call_events, check_host, resolve_host
+from ._gate import Gate as _Gate
 
 __all__ = ["CODE_METADATA_KEY", "RegistryToolset", "ToolLogEvent", "ToolProgressEvent"]
 
@@ -105,58 +105,6 @@ class ToolLogEvent(CustomEvent, name="toolseam.log", ui=False):
     """The toolseam call that reported it: ``tool_call_id``, or a nested call's own id."""
     tool: str
     """The name of that call's tool (a nested call's own)."""
-
-
-class _Gate:
-    """Admits a run's tool calls in arrival order: parallel ones together, exclusive alone.
-
-    It carries toolseam's per-call `ToolRegistry.execution_mode` into pydantic-ai, whose own
-    ``sequential`` flag is per tool: an exclusive call waits until every call admitted before
-    it has finished and holds back every call that arrives after it, as a barrier.
-    """
-
-    __slots__ = ("_exclusive", "_queue", "_running")
-
-    def __init__(self) -> None:
-        self._running = 0
-        self._exclusive = False
-        self._queue: deque[tuple[bool, anyio.Event]] = deque()
-
-    def _admits(self, exclusive: bool) -> bool:
-        return self._running == 0 or not (exclusive or self._exclusive)
-
-    def _take(self, exclusive: bool) -> None:
-        self._running += 1
-        self._exclusive = exclusive
-
-    async def enter(self, exclusive: bool) -> None:
-        """Wait for the call's turn; on cancellation, give up the place (or the turn)."""
-        if not self._queue and self._admits(exclusive):
-            self._take(exclusive)
-            return
-        entry = (exclusive, anyio.Event())
-        self._queue.append(entry)
-        try:
-            await entry[1].wait()
-        except anyio.get_cancelled_exc_class():
-            if entry[1].is_set():
-                self.leave()  # admitted as the cancellation arrived: hand the turn on
-            else:
-                self._queue.remove(entry)
-                self._wake()
-            raise
-
-    def leave(self) -> None:
-        """A call admitted by `enter` has finished."""
-        self._running -= 1
-        self._wake()
-
-    def _wake(self) -> None:
-        queue = self._queue
-        while queue and self._admits(queue[0][0]):
-            exclusive, event = queue.popleft()
-            self._take(exclusive)
-            event.set()
 
 
 @final
