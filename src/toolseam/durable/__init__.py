@@ -27,8 +27,22 @@ from ._errors import UnrecordableResultError as UnrecordableResultError
 from ._records import outcomes_from_steps as outcomes_from_steps
 from ._records import recorded_outcomes as recorded_outcomes
 
-if _TYPE_CHECKING or _importlib_util.find_spec("dbos") is not None:
+if _TYPE_CHECKING:
     from ._tools import DurableTools as DurableTools
+else:
+
+    def __getattr__(name: str) -> object:
+        # DBOS (seconds to import) loads with DurableTools, not with the Temporal engine.
+        if name == "DurableTools":
+            if _importlib_util.find_spec("dbos") is None:
+                raise ImportError('DurableTools needs DBOS: pip install "toolseam[dbos]"')
+            from ._tools import DurableTools
+
+            _fixup_module_metadata(__name__, {"DurableTools": DurableTools})
+            globals()["DurableTools"] = DurableTools
+            return DurableTools
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = (
     "OUTCOME_UNKNOWN",
@@ -41,4 +55,3 @@ __all__ = (
 )
 
 _fixup_module_metadata(__name__, globals())
-del _fixup_module_metadata

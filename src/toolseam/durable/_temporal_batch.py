@@ -34,13 +34,13 @@ from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, T
 from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 from .._batch import CallOutcome, ToolCall
-from .._errors import ToolTimeoutError
+from .._errors import TOOL_TIMEOUT, ToolTimeoutError
 from .._registry import ToolRegistry
-from .._results import aborted_result, failure_from_exception
+from .._results import ToolFailure, aborted_result, failure_from_exception
 from .._signals import AbortSignal
 from .._views import ToolExecutionInput
 from ._records import VERSION, decode_outcome, encode_outcome
-from ._temporal_activity import ACTIVITY_TIMED_OUT
+from ._temporal_activity import ACTIVITY_TIMED_OUT, WORKFLOW_TIMED_OUT
 from ._temporal_engine import ACTIVITY
 
 __all__ = ["ActivityOptions", "run_batch"]
@@ -189,6 +189,15 @@ class _Batch:
         else:
             recorded = decode_outcome(payload)
             self._outcomes[index] = CallOutcome(call, recorded.result, recorded.dispatched)
+            result = recorded.result
+            if (
+                isinstance(result, ToolFailure)
+                and result.code == TOOL_TIMEOUT
+                and result.error.message == WORKFLOW_TIMED_OUT
+            ):
+                # The workflow's deadline, as the activity saw it: no further call starts
+                # (decided by the recorded outcome, so a replay decides the same).
+                self._stop()
 
     def _stop(self) -> None:
         self._stopped.set()

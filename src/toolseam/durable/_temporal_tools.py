@@ -45,10 +45,10 @@ def _seconds(name: str, value: object, *, optional: bool = False) -> timedelta |
         return None
     if not isinstance(value, timedelta):
         raise TypeError(
-            f"TemporalTools({name}=...) must be a timedelta, got {type_name(type(value))}"
+            f"TemporalTools: `{name}` must be a timedelta, got {type_name(type(value))}"
         )
     if value <= timedelta(0):
-        raise ValueError(f"TemporalTools({name}=...) must be positive, got {value!r}")
+        raise ValueError(f"TemporalTools: `{name}` must be positive, got {value!r}")
     return value
 
 
@@ -198,7 +198,13 @@ class TemporalTools:
         return outcomes[0].result
 
     async def run_tool_calls(
-        self, calls: Iterable[ToolCall], *, signal: AbortSignal, max_parallel: int = 10
+        self,
+        calls: Iterable[ToolCall],
+        *,
+        signal: AbortSignal,
+        max_parallel: int = 10,
+        start_to_close_timeout: timedelta | None = None,
+        schedule_to_close_timeout: timedelta | None = None,
     ) -> list[CallOutcome]:
         """`toolseam.run_tool_calls`, each call one activity of the running workflow.
 
@@ -213,6 +219,8 @@ class TemporalTools:
             calls: The calls, in the order the model gave them.
             signal: The caller-owned signal of the whole turn.
             max_parallel: How many parallel calls may be in flight at once (at least 1).
+            start_to_close_timeout: This batch's, instead of the one given at setup.
+            schedule_to_close_timeout: This batch's, instead of the one given at setup.
 
         Returns:
             One `CallOutcome` per call, in model order.
@@ -229,8 +237,19 @@ class TemporalTools:
                 self._registry, calls, signal=signal, max_parallel=max_parallel
             )
         batch = _checked(calls, signal, max_parallel)
+        options = self._options
+        if start_to_close_timeout is not None or schedule_to_close_timeout is not None:
+            stc = _seconds("start_to_close_timeout", start_to_close_timeout, optional=True)
+            s2c = _seconds("schedule_to_close_timeout", schedule_to_close_timeout, optional=True)
+            options = ActivityOptions(
+                start_to_close_timeout=stc or options.start_to_close_timeout,
+                schedule_to_close_timeout=s2c or options.schedule_to_close_timeout,
+                heartbeat_timeout=options.heartbeat_timeout,
+                grace=options.grace,
+                task_queue=options.task_queue,
+            )
         return await run_batch(
-            self._registry, batch, signal=signal, max_parallel=max_parallel, options=self._options
+            self._registry, batch, signal=signal, max_parallel=max_parallel, options=options
         )
 
 
