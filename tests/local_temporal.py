@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
+from temporalio.client import Client
+
 # Starting the server and its first answer take seconds on a small, busy machine.
 PATIENCE = 60
 
@@ -85,3 +88,13 @@ def dev_server(binary: Path) -> Iterator[str]:
             process.wait()
         assert process.stderr is not None
         process.stderr.close()
+
+
+async def connect(address: str) -> Client:
+    """A client of the server at ``address``, once its frontend is healthy (it listens first)."""
+    with anyio.fail_after(PATIENCE):
+        while True:
+            try:
+                return await Client.connect(address)
+            except RuntimeError:  # "Frontend is not healthy yet"
+                await anyio.sleep(0.1)

@@ -64,7 +64,7 @@ def runs() -> Iterator[Path]:
 
 @pytest.fixture
 async def client(temporal_address: str) -> Client:
-    return await Client.connect(temporal_address)
+    return await local_temporal.connect(temporal_address)
 
 
 @asynccontextmanager
