@@ -98,11 +98,19 @@ TOOLS = TemporalTools(
 class Turn:
     """One model turn's tool calls; returns each call's outcome as the history records it."""
 
+    def __init__(self) -> None:
+        self.turn = AbortController()
+
+    @workflow.signal
+    def stop(self) -> None:
+        """The user pressed stop: the turn's own signal aborts (not a workflow cancel)."""
+        self.turn.abort()
+
     @workflow.run
     async def run(self, calls: list[list[Any]], max_parallel: int, seconds: float) -> list[Any]:
         outcomes = await TOOLS.run_tool_calls(
             [ToolCall(*call) for call in calls],
-            signal=AbortController().signal,
+            signal=self.turn.signal,
             max_parallel=max_parallel,
             start_to_close_timeout=timedelta(seconds=seconds) if seconds else None,
         )

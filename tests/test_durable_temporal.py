@@ -160,6 +160,32 @@ async def test_a_cancel_from_a_third_process_tells_every_body_and_records_every_
     assert run_counts(runs) == {"c1": 1, "c2": 1, "c3": 1}
 
 
+async def test_a_stop_of_the_turns_own_signal_tells_the_bodies_and_returns_every_outcome(
+    temporal_address: str, client: Client, runs: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    calls = [["c1", "write", {}], ["c2", "write_sync", {}], ["c3", "notify", {}]]
+    async with worker("w1", temporal_address, queue, runs) as w1:
+        handle = await start(client, queue, calls, max_parallel=1)
+        await until([w1], "started c1")
+        await handle.signal("stop")  # a workflow signal: the turn's controller aborts
+        with anyio.fail_after(60):
+            returned = await handle.result()
+        outcomes = await recorded_outcomes(client, handle.id)
+        await until([w1], "told c1")
+    expected = [
+        ("c1", "ABORTED", "Error: tool call aborted", True),
+        ("c2", "ABORTED_BEFORE_DISPATCH", "Error: tool call aborted before dispatch", False),
+        ("c3", "ABORTED_BEFORE_DISPATCH", "Error: tool call aborted before dispatch", False),
+    ]
+    assert summary(outcomes) == expected
+    # What the workflow's code was given is what the history holds.
+    assert [(row["call_id"], row["dispatched"]) for row in returned] == [
+        (call_id, dispatched) for call_id, _, _, dispatched in expected
+    ]
+    assert run_counts(runs) == {"c1": 1}
+
+
 async def test_a_worker_killed_mid_call_never_runs_a_non_idempotent_body_again(
     temporal_address: str, client: Client, runs: Path
 ) -> None:
