@@ -29,6 +29,7 @@ import bench_ptc
 import bench_shapes
 import bench_static_suite
 import bench_targets
+import bench_temporal
 import bench_tracing
 from _harness import Check
 
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "ptc": bench_ptc.run,
     "capabilities": bench_capabilities.run,
     "durable": bench_durable.run,
+    "temporal": bench_temporal.run,
     # Parts of the above on their own (not run by default: "targets" covers them).
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
@@ -56,6 +58,7 @@ DEFAULT = (
     "ptc",
     "capabilities",
     "durable",
+    "temporal",
     "static",
 )
 

@@ -11,8 +11,12 @@ See docs/durable.md.
 """
 
 import importlib.util as _importlib_util
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-if _importlib_util.find_spec("dbos") is None:  # pragma: no cover - only without the extra
+# The Temporal engine (toolseam.durable.temporal) shares the codes and records without DBOS.
+if (  # pragma: no cover - only without either extra
+    _importlib_util.find_spec("dbos") is None and _importlib_util.find_spec("temporalio") is None
+):
     raise ImportError('toolseam.durable needs DBOS: pip install "toolseam[dbos]"')
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
@@ -22,7 +26,23 @@ from ._errors import OutcomeUnknownError as OutcomeUnknownError
 from ._errors import UnrecordableResultError as UnrecordableResultError
 from ._records import outcomes_from_steps as outcomes_from_steps
 from ._records import recorded_outcomes as recorded_outcomes
-from ._tools import DurableTools as DurableTools
+
+if _TYPE_CHECKING:
+    from ._tools import DurableTools as DurableTools
+else:
+
+    def __getattr__(name: str) -> object:
+        # DBOS (seconds to import) loads with DurableTools, not with the Temporal engine.
+        if name == "DurableTools":
+            if _importlib_util.find_spec("dbos") is None:
+                raise ImportError('DurableTools needs DBOS: pip install "toolseam[dbos]"')
+            from ._tools import DurableTools
+
+            _fixup_module_metadata(__name__, {"DurableTools": DurableTools})
+            globals()["DurableTools"] = DurableTools
+            return DurableTools
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = (
     "OUTCOME_UNKNOWN",
@@ -35,4 +55,3 @@ __all__ = (
 )
 
 _fixup_module_metadata(__name__, globals())
-del _fixup_module_metadata

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, cast
-
-from dbos import DBOS, StepInfo
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from .._batch import CallOutcome, ToolCall
 from .._json import JsonValue, MaterializationError, materialize
 from .._results import ErrorInfo, ToolErrorDetail, ToolFailure, ToolResult, ToolSuccess
-from . import _engine
+
+if TYPE_CHECKING:
+    from dbos import StepInfo
 
 __all__ = [
     "VERSION",
@@ -148,5 +148,10 @@ async def recorded_outcomes(workflow_id: str) -> list[CallOutcome]:
         RuntimeError: Not on asyncio.
         ValueError: A toolseam step holds something else than a toolseam outcome.
     """
+    # Imported here: the Temporal engine shares this module without DBOS installed.
+    from dbos import DBOS
+
+    from . import _engine
+
     _engine.require_asyncio("recorded_outcomes")
     return outcomes_from_steps(await DBOS.list_workflow_steps_async(workflow_id))
