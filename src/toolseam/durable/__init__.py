@@ -22,6 +22,7 @@ from ._errors import OutcomeUnknownError as OutcomeUnknownError
 from ._errors import UnrecordableResultError as UnrecordableResultError
 from ._records import outcomes_from_steps as outcomes_from_steps
 from ._records import recorded_outcomes as recorded_outcomes
+from ._records import settle_cancelled as settle_cancelled
 from ._tools import DurableTools as DurableTools
 
 __all__ = (
@@ -32,6 +33,7 @@ __all__ = (
     "UnrecordableResultError",
     "outcomes_from_steps",
     "recorded_outcomes",
+    "settle_cancelled",
 )
 
 _fixup_module_metadata(__name__, globals())
