@@ -17,7 +17,6 @@ gets ``OUTCOME_UNKNOWN``; only a call with no dispatch marker can be
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import itertools
 import random
@@ -413,7 +412,8 @@ async def test_randomized_crashes_and_cancels_keep_the_journal_true(
     seed = random.randrange(2**32)
     chooser = random.Random(seed)
     original = await completed_turn(RANDOM_CALLS)
-    for _ in range(12):
+    # A scenario is a fork, about a second on a busy machine: a few a run, a new seed each.
+    for _ in range(8):
         crash_at = chooser.randrange(1, 10)  # the fork keeps steps 1 .. crash_at - 1
         cancel = chooser.choice(CANCELS)
         if cancel == "in a body" and crash_at > MARKER_STEP["r3"]:
@@ -436,8 +436,7 @@ async def _scenario(
         await LOG.wait_reached()
         await DBOS.cancel_workflow_async(fork_id)
         LOG.open.set()
-    with contextlib.suppress(DBOSAwaitedWorkflowCancelledError):
-        await fork.get_result()
+    # Not the handle's result: DBOS polls for it; the batch's return is what matters here.
     await LOG.wait_finished(fork_id)
     recorded = {o.call.call_id: summary(o) for o in await recorded_outcomes(fork_id)}
     ran = LOG.ran_in(fork_id)

@@ -185,9 +185,10 @@ class Batch:
             self.all_decided.set()
         self._errors: list[Exception] = []
         self._commit: _MarkerCommit | None = None
-        # One outcome write of the batch at a time: concurrent commits only contend (on
-        # SQLite, each backs off while another holds the write lock).
-        self._writing = anyio.Lock()
+        # On SQLite, one outcome write of the batch at a time: concurrent commits only
+        # contend (each backs off while another holds the write lock). Postgres takes them
+        # side by side.
+        self._writing: anyio.Lock | None = anyio.Lock() if _engine.single_writer() else None
 
     async def run(
         self,
@@ -277,7 +278,7 @@ class Batch:
                         {"name": outcome_step_name(slot.name)}, self._decide_live, slot
                     )
                 finally:
-                    if slot.writing:
+                    if slot.writing and self._writing is not None:
                         slot.writing = False
                         self._writing.release()
             except _OWNERSHIP_LOST:
@@ -345,9 +346,10 @@ class Batch:
             self._decide(slot, _LIVE)
             await slot.settled.wait()
         payload = self._payload(slot)
-        # DBOS writes the outcome once this returns, in this task; `_record` then releases.
-        await self._writing.acquire()
-        slot.writing = True
+        if self._writing is not None:
+            # DBOS writes the outcome once this returns, in this task; `_record` releases.
+            await self._writing.acquire()
+            slot.writing = True
         return payload
 
     def _payload(self, slot: _Slot) -> dict[str, Any]:

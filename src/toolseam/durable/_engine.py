@@ -19,7 +19,7 @@ module:
 * the dispatch markers of a batch's calls in one commit (`record_markers`), with DBOS's
   ownership check: the rows and the check DBOS writes for one step, in one transaction;
 * the status of one workflow (`workflow_status`), from a process that may only hold a
-  `DBOSClient`;
+  `DBOSClient`; and whether the system database is SQLite (`single_writer`);
 * recording an outcome after a cancellation. ``DBOS.cancel_workflow`` takes ownership of the
   workflow away from the execution that runs it, so DBOS refuses every later write of that
   execution, the outcomes of the calls it had in flight included (and says so with
@@ -55,6 +55,7 @@ __all__ = [
     "record_markers",
     "recorded_steps",
     "require_asyncio",
+    "single_writer",
     "workflow_context",
     "workflow_status",
 ]
@@ -122,6 +123,15 @@ def recorded_steps(
         for row in read()
         if row[3] is None and row[2] is not None
     }
+
+
+def single_writer() -> bool:
+    """Whether the system database takes one write at a time: SQLite.
+
+    A SQLite writer that finds another one holding the lock backs off and retries, so
+    concurrent commits only lose time there.
+    """
+    return bool(_get_dbos_instance()._sys_db._is_sqlite)
 
 
 def workflow_status(workflow_id: str, client: DBOSClient | None = None) -> str | None:
