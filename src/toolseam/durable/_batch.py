@@ -26,8 +26,9 @@ call, the unstarted ones `ABORTED_BEFORE_DISPATCH` after an abort). Around it:
    "cancelled" *before* it reads a call's record. A call this execution cannot vouch for is
    then decided from the journal itself (`_engine.recorded_steps`), never from the error:
    a recorded outcome is the call's outcome; a dispatch marker without an outcome, that
-   this execution did not write, is `OUTCOME_UNKNOWN`; only a call with neither is
-   `ABORTED_BEFORE_DISPATCH`. What the journal lacks is written by
+   this execution did not write, is `OUTCOME_UNKNOWN`; `ABORTED_BEFORE_DISPATCH` only for
+   a call with neither, or whose marker this execution committed and whose body it then
+   did not start (it knows). What the journal lacks is written by
    `_engine.record_after_cancel`, so it still holds exactly one outcome per call, and the
    workflow code gets what the journal holds.
 
