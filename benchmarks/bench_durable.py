@@ -10,6 +10,10 @@ Two figures, each measured interleaved in this process (see ``_harness``):
   dispatch marker, written before the body may start, then its outcome — the price of
   never running a side effect twice after a crash, which a bare step does not offer; so
   two bare DBOS steps, a marker and the call, are shown beside it, as that by hand).
+* **[d1] a batch of four calls of a tool that is not idempotent / four bare DBOS steps**
+  (per call): the batch's four dispatch markers are recorded in one commit, then each
+  call's outcome in its own, so five commits where four bare steps take four. A single
+  such call keeps its floor of two commits (its marker, then its outcome: the row above).
 * **[d2] cancel -> body told**: from the call of ``DBOS.cancel_workflow_async`` until a
   waiting tool body resumes (its signal aborted); on SQLite and, when Postgres binaries are
   found (tests/local_postgres.py), on a throwaway Postgres server on loopback. Beside it,
@@ -37,7 +41,14 @@ from dbos import DBOS, SetWorkflowID
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 from typing_extensions import TypedDict
 
-from toolseam import AbortController, ToolExecutionInput, ToolRegistry, ToolRunContext, define_tool
+from toolseam import (
+    AbortController,
+    ToolCall,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolRunContext,
+    define_tool,
+)
 from toolseam.durable import DurableTools
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -46,6 +57,7 @@ from local_postgres import LocalPostgres, find_binaries
 ROUNDS, CALLS = 7, 20
 LATENCY_ROUNDS, SAMPLES = 3, 5
 POLL_INTERVAL = 0.1  # DurableTools' default
+BATCH = 4  # calls in a batch of [d1]
 
 
 class ValueArgs(TypedDict):
@@ -68,6 +80,15 @@ async def noop_idempotent(args: ValueArgs, exec: ToolRunContext) -> int:
 
 @define_tool(name="noop", description="No-op (not idempotent).")
 async def noop_tool(args: ValueArgs, exec: ToolRunContext) -> int:
+    return await noop(args["value"])
+
+
+@define_tool(
+    name="noop_parallel",
+    description="No-op (not idempotent), run in parallel with its batch.",
+    is_concurrency_safe=lambda _: True,
+)
+async def noop_parallel(args: ValueArgs, exec: ToolRunContext) -> int:
     return await noop(args["value"])
 
 
@@ -101,7 +122,7 @@ async def wait_tool(args: NoArgs, exec: ToolRunContext) -> str:
 
 
 REGISTRY = ToolRegistry()
-for _tool in (noop_idempotent, noop_tool, wait_tool):
+for _tool in (noop_idempotent, noop_tool, noop_parallel, wait_tool):
     REGISTRY.register(_tool)
 DURABLE = DurableTools(REGISTRY, poll_interval=POLL_INTERVAL)
 
@@ -135,6 +156,19 @@ async def durable_calls(calls: int, tool: str) -> int:
             )
         )
     return perf_ns() - start
+
+
+@DBOS.workflow()
+async def durable_batches(calls: int) -> int:
+    """``calls`` batches of four parallel calls; the time of one batch, over four."""
+    signal = AbortController().signal
+    start = perf_ns()
+    for index in range(calls):
+        await DURABLE.run_tool_calls(
+            [ToolCall(f"b{index}.{n}", "noop_parallel", {"value": n}) for n in range(BATCH)],
+            signal=signal,
+        )
+    return (perf_ns() - start) // BATCH
 
 
 @DBOS.workflow()
@@ -179,12 +213,16 @@ async def _ratio(rounds: int, calls: int) -> list[Series]:
     async def marked(n: int) -> int:
         return int(await _workflow(durable_calls, n, "noop"))
 
+    async def batched(n: int) -> int:
+        return int(await _workflow(durable_batches, n))
+
     return await _harness.interleave_async(
         [
             ("bare DBOS step", bare),
             ("durable call, idempotent tool", idempotent),
             ("durable call, not idempotent", marked),
             ("two bare DBOS steps", pairs),
+            (f"durable batch of {BATCH}, not idempotent (a batch / {BATCH})", batched),
         ],
         rounds=rounds,
         calls=calls,
@@ -247,7 +285,7 @@ def run(*, quick: bool = False) -> list[Check]:
             return await _ratio(rounds, calls), await _latency(latency_rounds, samples)
 
         ratio, latency = _on(url, sqlite_job)
-    bare, idempotent, marked, pairs = ratio
+    bare, idempotent, marked, pairs, batched = ratio
     _harness.print_table(
         "[d1] a no-op call in a DBOS workflow, SQLite (temporary folder)",
         ratio,
@@ -282,6 +320,26 @@ def run(*, quick: bool = False) -> list[Check]:
             "x",
             f"{marked.median / 1000:.1f} vs {bare.median / 1000:.1f} ms: two commits, not one; "
             f"{marked.ratio(pairs):.2f}x two bare steps (marker + call by hand)",
+        )
+    )
+    checks.append(
+        Check(
+            "durable no-op call (not idempotent) / its floor, two bare DBOS steps, SQLite",
+            marked.ratio(pairs),
+            1.5,
+            "x",
+            f"{marked.median / 1000:.1f} vs {pairs.median / 1000:.1f} ms: a lone call's "
+            "marker and outcome are two commits, which no batching can share",
+        )
+    )
+    checks.append(
+        Check(
+            f"durable batch of {BATCH} calls (not idempotent) / {BATCH} bare DBOS steps, SQLite",
+            batched.ratio(bare),
+            1.5,
+            "x",
+            f"{batched.median / 1000:.1f} vs {bare.median / 1000:.1f} ms a call: "
+            f"{BATCH} markers in one commit, then {BATCH} outcomes",
         )
     )
     durable, preemptible = latency

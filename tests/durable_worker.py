@@ -10,12 +10,16 @@
   kills this process mid-body);
 * ``recover``: launch DBOS, which recovers the workflows this executor left pending, wait
   for WORKFLOW_ID and print its recorded outcomes;
+* ``recover-paused``: like ``recover``, but the recovered workflow prints ``paused
+  <workflow id>`` before its batch and waits for a line on standard input (the test cancels
+  the workflow meanwhile);
 * ``serve``: a queue worker (executor id ``$DURABLE_EXECUTOR``): runs the workflows
   enqueued on the ``tools`` queue, one at a time, until killed;
 * ``outage``: host a workflow of one ``pause`` call, whose body waits for a line on standard
   input (the test stops the database meanwhile).
 
-Each workflow prints ``batch done <workflow id>`` once its batch has returned.
+Each workflow prints ``returned <json>`` per outcome its batch returned, then ``batch done
+<workflow id>``.
 
 Every body start is appended to the file named by ``DURABLE_RUNS`` (one call id a line): the
 count of a body's runs across processes.
@@ -36,6 +40,7 @@ from typing_extensions import TypedDict
 import dbos_sqlite_compat
 from toolseam import (
     AbortController,
+    CallOutcome,
     ToolCall,
     ToolRegistry,
     ToolRunContext,
@@ -113,26 +118,41 @@ TURN = [
 ]
 
 
+# Set once the batch has returned: the handle of a cancelled workflow raises at once, while
+# its execution (on DBOS's own event loop, for a recovered one) still records its calls.
+BATCH_DONE = threading.Event()
+
+
 @DBOS.workflow()
 async def turn(calls: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
-    outcomes = await DURABLE.run_tool_calls(
-        [ToolCall(*call) for call in calls], signal=AbortController().signal
-    )
-    print(f"batch done {DBOS.workflow_id}", flush=True)
+    try:
+        if ROLE == "recover-paused":
+            print(f"paused {DBOS.workflow_id}", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+        outcomes = await DURABLE.run_tool_calls(
+            [ToolCall(*call) for call in calls], signal=AbortController().signal
+        )
+        for outcome in outcomes:
+            print(f"returned {json.dumps(record(outcome))}", flush=True)
+        print(f"batch done {DBOS.workflow_id}", flush=True)
+    finally:
+        BATCH_DONE.set()
     return [o.call.call_id for o in outcomes if isinstance(o.result, ToolSuccess)]
+
+
+def record(outcome: CallOutcome) -> dict[str, Any]:
+    result = outcome.result
+    return {
+        "call_id": outcome.call.call_id,
+        "code": "OK" if isinstance(result, ToolSuccess) else result.code,
+        "text": result.content[0]["text"],
+        "dispatched": outcome.dispatched,
+    }
 
 
 async def print_outcomes(workflow_id: str) -> None:
     for outcome in await recorded_outcomes(workflow_id):
-        result = outcome.result
-        code = "OK" if isinstance(result, ToolSuccess) else result.code
-        record = {
-            "call_id": outcome.call.call_id,
-            "code": code,
-            "text": result.content[0]["text"],
-            "dispatched": outcome.dispatched,
-        }
-        print(f"outcome {json.dumps(record)}", flush=True)
+        print(f"outcome {json.dumps(record(outcome))}", flush=True)
 
 
 async def main() -> None:
@@ -154,10 +174,15 @@ async def main() -> None:
                 await handle.get_result()
             except Exception as error:
                 print(f"ended {type(error).__name__}", flush=True)
+                await asyncio.to_thread(BATCH_DONE.wait)
             await print_outcomes(WORKFLOW_ID)
-        elif ROLE == "recover":
+        elif ROLE in ("recover", "recover-paused"):
             handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
-            await handle.get_result()
+            try:
+                await handle.get_result()
+            except Exception as error:
+                print(f"ended {type(error).__name__}", flush=True)
+                await asyncio.to_thread(BATCH_DONE.wait)
             await print_outcomes(WORKFLOW_ID)
         elif ROLE == "serve":
             # One workflow at a time per worker: two workflows need two workers.

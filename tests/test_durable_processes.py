@@ -8,6 +8,7 @@ would be: no cleanup runs in it.
 
 from __future__ import annotations
 
+import json
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ import pytest
 from dbos import DBOSClient
 
 import dbos_sqlite_compat
-from toolseam.durable import outcomes_from_steps
+from toolseam import CallOutcome, ToolSuccess
+from toolseam.durable import outcomes_from_steps, settle_cancelled
 from worker_process import outcomes, run_counts, worker
 
 dbos_sqlite_compat.install()
@@ -127,3 +129,77 @@ async def test_a_killed_worker_recovers_without_running_a_side_effect_twice(
     )
     # c2's body ran once, ever; c3's twice; c1's once (its recorded outcome replayed).
     assert run_counts(runs) == {"c1": 1, "c2": 1, "c3": 2, "c4": 1}
+
+
+async def killed_mid_body(url: str, runs: Path, workflow_id: str) -> None:
+    """Run the turn in a worker and SIGKILL it while c2's and c3's bodies run."""
+    async with worker("crash", url, runs, workflow_id) as doomed:
+        await doomed.expect("started c2", "started c3")
+        await until_recorded(url, workflow_id, "c1")
+        doomed.process.send_signal(signal.SIGKILL)
+        await doomed.process.wait()
+    assert doomed.process.returncode == -signal.SIGKILL
+    assert run_counts(runs) == {"c1": 1, "c2": 1, "c3": 1}
+
+
+async def test_a_cancel_during_the_recovered_run_keeps_every_call_true_to_the_journal(
+    database: tuple[str, Path],
+) -> None:
+    """Issue 35: kill mid-body, recover, cancel before the recovered batch reads the journal.
+
+    The batch once recorded c2 "never ran" (ABORTED_BEFORE_DISPATCH, dispatched=False)
+    though its marker was in the journal and its body had run, and handed c1's workflow
+    code ABORTED_BEFORE_DISPATCH though its recorded outcome was OK.
+    """
+    url, runs = database
+    await killed_mid_body(url, runs, "turn-recover-cancel")
+    async with worker("recover-paused", url, runs, "turn-recover-cancel") as survivor:
+        await survivor.expect("paused turn-recover-cancel")
+        client = DBOSClient(system_database_url=url)
+        try:
+            await client.cancel_workflow_async("turn-recover-cancel")
+        finally:
+            client.destroy()
+        await survivor.send("go on")
+        lines = await survivor.rest()
+    assert survivor.process.returncode == 0
+    expected = [
+        ("c1", "OK", True),  # recorded before the crash
+        ("c2", "OUTCOME_UNKNOWN", True),  # its marker is in the journal: it may have run
+        # c3's tool is idempotent (no marker): the journal cannot say, and it may run again.
+        ("c3", "ABORTED_BEFORE_DISPATCH", False),
+        ("c4", "ABORTED_BEFORE_DISPATCH", False),  # never dispatched
+    ]
+    assert [(o["call_id"], o["code"], o["dispatched"]) for o in outcomes(lines)] == expected
+    returned = [
+        json.loads(line.removeprefix("returned ")) for line in lines if line.startswith("returned ")
+    ]
+    assert [(o["call_id"], o["code"], o["dispatched"]) for o in returned] == expected
+    assert run_counts(runs) == {"c1": 1, "c2": 1, "c3": 1}  # nothing ran in the recovery
+
+
+async def test_a_workflow_cancelled_while_its_worker_is_dead_is_settled_from_the_journal(
+    database: tuple[str, Path],
+) -> None:
+    """Issue 35: DBOS never recovers a cancelled workflow; `settle_cancelled` records its
+    dispatched calls, from a process with nothing but a `DBOSClient`, and runs nothing."""
+    url, runs = database
+    await killed_mid_body(url, runs, "turn-dead-cancel")
+    client = DBOSClient(system_database_url=url)
+    try:
+        await client.cancel_workflow_async("turn-dead-cancel")
+        before = outcomes_from_steps(await client.list_workflow_steps_async("turn-dead-cancel"))
+        settled = await settle_cancelled("turn-dead-cancel", client=client)
+        again = await settle_cancelled("turn-dead-cancel", client=client)
+    finally:
+        client.destroy()
+    assert [o.call.call_id for o in before] == ["c1"]  # c2: a marker, no outcome
+    summary = [(o.call.call_id, _code(o), o.dispatched) for o in settled]
+    assert summary == [("c1", "OK", True), ("c2", "OUTCOME_UNKNOWN", True)]
+    assert [(o.call.call_id, _code(o), o.dispatched) for o in again] == summary
+    assert run_counts(runs) == {"c1": 1, "c2": 1, "c3": 1}
+
+
+def _code(outcome: CallOutcome) -> str:
+    result = outcome.result
+    return "OK" if isinstance(result, ToolSuccess) else str(result.code)

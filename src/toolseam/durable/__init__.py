@@ -5,8 +5,11 @@ recorded outcome of one DBOS step: replay returns it without running the body;
 ``DBOS.cancel_workflow`` from any process aborts the signal of every call in flight (the
 body is told and awaited) and still records one outcome per call; the workflow's timeout
 ends calls with `TOOL_TIMEOUT`; after a crash, a call cut short runs again only if its tool
-is idempotent, and otherwise ends `OUTCOME_UNKNOWN`. DBOS is the engine: the journal is its
-step table, and nothing else is stored. DBOS runs on asyncio only, so does this module.
+is idempotent, and otherwise ends `OUTCOME_UNKNOWN`. Whenever a cancel lands, the journal
+decides each call (a recorded outcome stands; a dispatch marker without one is
+`OUTCOME_UNKNOWN`); `settle_cancelled` records the dispatched calls of a workflow cancelled
+while its worker was dead. DBOS is the engine: the journal is its step table, and nothing
+else is stored. DBOS runs on asyncio only, so does this module.
 See docs/durable.md.
 """
 
@@ -26,6 +29,7 @@ from ._errors import OutcomeUnknownError as OutcomeUnknownError
 from ._errors import UnrecordableResultError as UnrecordableResultError
 from ._records import outcomes_from_steps as outcomes_from_steps
 from ._records import recorded_outcomes as recorded_outcomes
+from ._records import settle_cancelled as settle_cancelled
 
 if _TYPE_CHECKING:
     from ._tools import DurableTools as DurableTools
@@ -52,6 +56,7 @@ __all__ = (
     "UnrecordableResultError",
     "outcomes_from_steps",
     "recorded_outcomes",
+    "settle_cancelled",
 )
 
 _fixup_module_metadata(__name__, globals())

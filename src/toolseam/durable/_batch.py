@@ -14,16 +14,23 @@ call, the unstarted ones `ABORTED_BEFORE_DISPATCH` after an abort). Around it:
    the step function, which decides the call: *live* (it runs in the batch); or, for a tool
    that is not idempotent whose dispatch marker is recorded, *unknown* (the call was
    dispatched by an execution that died before its outcome was recorded:
-   `OUTCOME_UNKNOWN`, never a second run); or, when DBOS reports the workflow cancelled,
-   *cancelled* (`ABORTED_BEFORE_DISPATCH`).
+   `OUTCOME_UNKNOWN`, never a second run).
 3. **Live calls** run through `run_tool_calls` with the caller's signal fused with the
    workflow's (`Watch`). Right before a live call's body may start, the batch's
-   around-dispatch wrapper records its dispatch marker (for a tool that is not idempotent);
-   each call's one result reaches its outcome step as soon as the registry publishes it
-   (a result observer), and DBOS records it there.
-4. **Cancellation.** Once the workflow is cancelled, DBOS refuses this execution's writes;
-   the outcome of every call of the batch is then written by `_engine.record_after_cancel`,
-   so the journal still holds exactly one outcome per call.
+   around-dispatch wrapper records its dispatch marker (for a tool that is not idempotent;
+   the markers of the calls that reach their dispatch in the same turn of the event loop in
+   one commit); each call's one result reaches its outcome step as soon as the registry
+   publishes it (a result observer), and DBOS records it there.
+4. **Cancellation: the journal decides.** Once the workflow is cancelled (or resumed by
+   another execution), DBOS refuses this execution's writes, and its replay check raises
+   "cancelled" *before* it reads a call's record. A call this execution cannot vouch for is
+   then decided from the journal itself (`_engine.recorded_steps`), never from the error:
+   a recorded outcome is the call's outcome; a dispatch marker without an outcome, that
+   this execution did not write, is `OUTCOME_UNKNOWN`; `ABORTED_BEFORE_DISPATCH` only for
+   a call with neither, or whose marker this execution committed and whose body it then
+   did not start (it knows). What the journal lacks is written by
+   `_engine.record_after_cancel`, so it still holds exactly one outcome per call, and the
+   workflow code gets what the journal holds.
 
 Every outcome step runs shielded from host cancellation: a cancelled workflow task still
 records what its calls did before the cancellation goes on.
@@ -36,6 +43,7 @@ from contextvars import ContextVar
 from typing import Any, Final, final
 
 import anyio
+import anyio.lowlevel
 from dbos import DBOS, StepReservation
 from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
@@ -71,6 +79,19 @@ _PENDING, _REPLAYED, _LIVE, _UNKNOWN, _CANCELLED, _FAILED = range(6)
 
 
 @final
+class _MarkerCommit:
+    """The dispatch markers of the calls that reach their dispatch together: one commit."""
+
+    __slots__ = ("done", "error", "lost", "slots")
+
+    def __init__(self) -> None:
+        self.slots: list[_Slot] = []
+        self.done = anyio.Event()
+        self.lost = False
+        self.error: Exception | None = None
+
+
+@final
 class _Slot:
     """One call of the batch: its two step ids, what was decided, and its one outcome."""
 
@@ -81,9 +102,11 @@ class _Slot:
         "marked",
         "marker",
         "outcome",
+        "own_marker",
         "settled",
         "state",
         "step",
+        "writing",
     )
 
     def __init__(self, call: ToolCall, marker: StepReservation, step: StepReservation) -> None:
@@ -93,9 +116,13 @@ class _Slot:
         self.idempotent = False
         self.state = _PENDING
         self.marked = False
+        # This execution committed the call's dispatch marker (and so knows whether the
+        # body started: a marker it did not write says only "maybe").
+        self.own_marker = False
         self.outcome: CallOutcome | None = None
         self.settled = anyio.Event()
         self.decided = False
+        self.writing = False  # holds the batch's turn to write an outcome
 
     @property
     def name(self) -> str:
@@ -119,11 +146,13 @@ class Batch:
 
     __slots__ = (
         "_by_call_id",
+        "_commit",
         "_errors",
         "_registry",
         "_slots",
         "_undecided",
         "_workflow_id",
+        "_writing",
         "all_decided",
         "parent",
         "signal",
@@ -156,6 +185,11 @@ class Batch:
         if not self._slots:
             self.all_decided.set()
         self._errors: list[Exception] = []
+        self._commit: _MarkerCommit | None = None
+        # On SQLite, one outcome write of the batch at a time: concurrent commits only
+        # contend (each backs off while another holds the write lock). Postgres takes them
+        # side by side.
+        self._writing: anyio.Lock | None = anyio.Lock() if _engine.single_writer() else None
 
     async def run(
         self,
@@ -240,12 +274,19 @@ class Batch:
         """The call's outcome step: replayed, or decided and then recorded."""
         with anyio.CancelScope(shield=True):
             try:
-                payload: object = await slot.step.run_async(
-                    {"name": outcome_step_name(slot.name)}, self._decide_live, slot
-                )
+                try:
+                    payload: object = await slot.step.run_async(
+                        {"name": outcome_step_name(slot.name)}, self._decide_live, slot
+                    )
+                finally:
+                    if slot.writing and self._writing is not None:
+                        slot.writing = False
+                        self._writing.release()
             except _OWNERSHIP_LOST:
+                # DBOS refused a read or a write of this execution, maybe before it read
+                # the call's record: what the error says about the call is nothing.
                 self.watch.cancelled()
-                self._decide(slot, _CANCELLED)
+                self._decide(slot, _CANCELLED)  # not run, if not decided yet
                 await slot.settled.wait()
                 try:
                     await self._record_after_cancel(slot)
@@ -260,26 +301,32 @@ class Batch:
 
     def _replayed(self, slot: _Slot, payload: object) -> None:
         try:
-            recorded = decode_outcome(payload)
-        except ValueError as error:
+            recorded = self._recorded(slot, payload)
+        except (RuntimeError, ValueError) as error:
             self._errors.append(error)
             self._decide(slot, _FAILED)
             return
-        if recorded.call.call_id != slot.call.call_id:
-            self._errors.append(
-                RuntimeError(
-                    f"workflow {self._workflow_id!r}: step {slot.step.step_id} recorded call "
-                    f"{recorded.call.call_id!r} of tool {recorded.call.name!r}, but this "
-                    f"execution has call {slot.call.call_id!r} there: the workflow is not "
-                    "deterministic (call ids must come from recorded steps)"
-                )
-            )
-            self._decide(slot, _FAILED)
-            return
         # The recorded outcome, whatever an interrupted batch settled meanwhile.
-        slot.outcome = CallOutcome(slot.call, recorded.result, recorded.dispatched)
+        slot.outcome = recorded
         slot.settled.set()
         self._decide(slot, _REPLAYED)
+
+    def _recorded(self, slot: _Slot, payload: object) -> CallOutcome:
+        """The call's recorded outcome, read from ``payload``.
+
+        Raises:
+            ValueError: ``payload`` is not a toolseam outcome.
+            RuntimeError: It is another call's (the workflow is not deterministic).
+        """
+        recorded = decode_outcome(payload)
+        if recorded.call.call_id != slot.call.call_id:
+            raise RuntimeError(
+                f"workflow {self._workflow_id!r}: step {slot.step.step_id} recorded call "
+                f"{recorded.call.call_id!r} of tool {recorded.call.name!r}, but this "
+                f"execution has call {slot.call.call_id!r} there: the workflow is not "
+                "deterministic (call ids must come from recorded steps)"
+            )
+        return CallOutcome(slot.call, recorded.result, recorded.dispatched)
 
     async def _decide_live(self, slot: _Slot) -> dict[str, Any]:
         """The outcome step's function: DBOS found no recorded outcome for the call."""
@@ -299,7 +346,12 @@ class Batch:
         else:
             self._decide(slot, _LIVE)
             await slot.settled.wait()
-        return self._payload(slot)
+        payload = self._payload(slot)
+        if self._writing is not None:
+            # DBOS writes the outcome once this returns, in this task; `_record` releases.
+            await self._writing.acquire()
+            slot.writing = True
+        return payload
 
     def _payload(self, slot: _Slot) -> dict[str, Any]:
         """The outcome as DBOS will record it; a result DBOS cannot serialize is replaced."""
@@ -318,15 +370,70 @@ class Batch:
         return payload
 
     async def _record_after_cancel(self, slot: _Slot) -> None:
-        """Record the outcome of a call of a cancelled workflow (see `_engine`)."""
+        """Record the outcome of a call of a cancelled workflow (see `_engine`).
+
+        The journal decides first: a recorded outcome stands (and is the call's); a marker
+        this execution did not write turns a call it did not start into `OUTCOME_UNKNOWN`.
+        """
+        records = await anyio.to_thread.run_sync(
+            _engine.recorded_steps,
+            self._workflow_id,
+            (slot.marker.step_id, slot.step.step_id),
+        )
+        if self._adopt(slot, records):
+            return
+        marker = records.get(slot.marker.step_id)
+        outcome = slot.outcome
+        assert outcome is not None
+        if (
+            marker is not None
+            and marker[0] == marker_step_name(slot.name)
+            and not slot.own_marker
+            and not _ran(outcome)
+        ):
+            # Dispatched by an execution that stopped before recording the outcome.
+            unknown = failure_from_exception(OutcomeUnknownError(slot.name, slot.call.call_id))
+            slot.outcome = CallOutcome(slot.call, unknown, True)
+            slot.state = _UNKNOWN
         payload = self._payload(slot)
-        await anyio.to_thread.run_sync(
+        recorded = await anyio.to_thread.run_sync(
             _engine.record_after_cancel,
             self._workflow_id,
             slot.step.step_id,
             outcome_step_name(slot.name),
             payload,
         )
+        if not recorded:
+            # Another execution recorded the call first: the journal's outcome is the call's.
+            records = await anyio.to_thread.run_sync(
+                _engine.recorded_steps, self._workflow_id, (slot.step.step_id,)
+            )
+            if not self._adopt(slot, records):
+                raise RuntimeError(
+                    f"workflow {self._workflow_id!r}: step {slot.step.step_id} is recorded, "
+                    "but holds no outcome of this call"
+                )
+
+    def _adopt(self, slot: _Slot, records: dict[int, tuple[str, object]]) -> bool:
+        """Take the call's recorded outcome, if ``records`` hold it.
+
+        Raises:
+            RuntimeError: The step holds another step, or another call's outcome.
+            ValueError: The step holds something else than a toolseam outcome.
+        """
+        entry = records.get(slot.step.step_id)
+        if entry is None:
+            return False
+        name, payload = entry
+        if name != outcome_step_name(slot.name):
+            raise RuntimeError(
+                f"workflow {self._workflow_id!r}: step {slot.step.step_id} recorded {name!r}, "
+                f"but this execution has {outcome_step_name(slot.name)!r} there: the "
+                "workflow is not deterministic"
+            )
+        slot.outcome = self._recorded(slot, payload)
+        slot.state = _REPLAYED
+        return True
 
     # -- the registry's side: the wrapper and the observer of `DurableTools` ------------
 
@@ -357,14 +464,11 @@ class Batch:
         slot.marked = True
         if not slot.idempotent:
             with anyio.CancelScope(shield=True):
-                try:
-                    await slot.marker.run_async(
-                        {"name": marker_step_name(slot.name)}, _marker, slot.call.call_id
-                    )
-                except _OWNERSHIP_LOST:
+                if not await self._mark(slot):
                     # No marker, no body: the workflow was cancelled before the call began.
                     self.watch.cancelled()
                     return aborted_result(body_invoked=False)
+            slot.own_marker = True
         result = await next()
         if (
             isinstance(result, ToolFailure)
@@ -377,9 +481,53 @@ class Batch:
             )
         return result
 
+    async def _mark(self, slot: _Slot) -> bool:
+        """Commit the call's dispatch marker; ``False`` if this execution lost the workflow.
 
-async def _marker(call_id: str) -> dict[str, Any]:
-    return encode_marker(call_id)
+        The markers of every call that reaches its dispatch before the commit starts (the
+        calls of a parallel group, started together) go in the same commit, all or none:
+        each body still starts only once its own marker is committed.
+
+        Raises:
+            Exception: What DBOS raised writing the markers (not a lost ownership).
+        """
+        commit = self._commit
+        if commit is not None:
+            commit.slots.append(slot)
+            await commit.done.wait()
+        else:
+            commit = self._commit = _MarkerCommit()
+            commit.slots.append(slot)
+            # Turns of the event loop until one passes with no call joining: the calls
+            # started with this one reach their dispatch meanwhile and join the commit.
+            joined = 0
+            while joined != len(commit.slots):
+                joined = len(commit.slots)
+                await anyio.lowlevel.checkpoint()
+            self._commit = None
+            markers = [
+                (s.marker.step_id, marker_step_name(s.name), encode_marker(s.call.call_id))
+                for s in commit.slots
+            ]
+            try:
+                await anyio.to_thread.run_sync(_engine.record_markers, self._workflow_id, markers)
+            except _OWNERSHIP_LOST:
+                commit.lost = True
+            except Exception as error:
+                commit.error = error
+            finally:
+                commit.done.set()
+        if commit.error is not None:
+            raise commit.error
+        return not commit.lost
+
+
+def _ran(outcome: CallOutcome) -> bool:
+    """Whether this execution's outcome says the call's body was started."""
+    result = outcome.result
+    return outcome.dispatched and not (
+        isinstance(result, ToolFailure) and result.code == TOOL_ABORTED_BEFORE_DISPATCH
+    )
 
 
 def _reserve() -> StepReservation:
