@@ -29,7 +29,7 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 nox.options.default_venv_backend = "uv|virtualenv"
 # postgres and mcp_conformance skip themselves (saying why) where their tools are missing.
 nox.options.sessions = [
-    "tests", "typetests", "lint", "docs", "postgres", "codemode", "mcp_conformance"
+    "tests", "typetests", "lint", "docs", "postgres", "codemode", "crewai", "mcp_conformance"
 ]  # fmt: skip
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
@@ -124,14 +124,39 @@ def codemode(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+CREWAI_FILES = ("src/toolseam/integrations/crewai.py", "src/toolseam/conformance/drivers/_crewai.py")
+
+
+@nox.session(python=PYTHONS[0])
+def crewai(session: nox.Session) -> None:
+    """toolseam.integrations.crewai and the crewai peer driver, in an environment of their own.
+
+    CrewAI pins mcp<2 and pydantic<2.13, while the test group needs mcp>=2; so this session
+    checks both modules with both type checkers, runs their tests with ``TOOLSEAM_CREWAI=1``
+    (which fails them where CrewAI is missing) and the examples of docs/integrations/crewai.md.
+    """
+    session.install(".", *_group("crewai"))
+    session.run("mypy", "--strict", *CREWAI_FILES)
+    session.run("pyright", *CREWAI_FILES)
+    env = {"TOOLSEAM_CREWAI": "1"}
+    session.run(
+        "pytest", "tests/test_integration_crewai.py", "tests/test_conformance_peers.py",
+        *session.posargs, env=env,
+    )  # fmt: skip
+    pages = {**env, "TOOLSEAM_DOCS_PAGES": "docs/integrations/crewai.md"}
+    session.run("pytest", "docs/test_examples.py", "-k", "crewai", env=pages)
+
+
 @nox.session(python=PYTHONS[0])
 def lint(session: nox.Session) -> None:
     """Ruff (lint and format) and both type checkers in strict mode over ``src/``."""
     session.install(".", *_group("lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    # The codemode driver is checked by `nox -s codemode`, where its framework is installed.
-    session.run("mypy", "--strict", "src", "--exclude", CODEMODE_DRIVER)
+    # The codemode driver is checked by `nox -s codemode`, where its framework is installed;
+    # the CrewAI modules by `nox -s crewai`.
+    excluded = [arg for path in (CODEMODE_DRIVER, *CREWAI_FILES) for arg in ("--exclude", path)]
+    session.run("mypy", "--strict", "src", *excluded)
     session.run("pyright", "src")  # strict mode and the codemode exclusion: pyproject.toml
     # The public API: every exported symbol fully typed and documented.
     session.run("pyright", "--verifytypes", "toolseam", "--ignoreexternal")
@@ -170,6 +195,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("autogen", "asyncio"),
     ("langchain", "asyncio"),
     ("dbos-steps", "asyncio"),
+    ("crewai", "asyncio"),
     ("codemode", "asyncio"),
 ]
 
@@ -195,6 +221,8 @@ def conformance(session: nox.Session) -> None:
     # failures are the measurement.
     reports = []
     for driver, backend in BEHAVIOURAL_SUBJECTS:
+        if driver == "crewai":  # CrewAI pins mcp<2 and pydantic<2.13 (see crewai)
+            session.install(*PYPROJECT["project"]["optional-dependencies"]["crewai"])
         if driver == "codemode":  # last: the harness brings its own pydantic-ai (see codemode)
             session.install("pydantic-ai-harness>=0.62")
         path = Path(session.create_tmp()) / f"behaviour-{driver}-{backend}.json"

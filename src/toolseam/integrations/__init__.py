@@ -2,6 +2,7 @@
 
 Each module is an optional extra and imports its framework only when imported itself:
 `toolseam.integrations.pydantic_ai` (``toolseam[pydantic-ai]``),
-`toolseam.integrations.openai_agents` (``toolseam[openai-agents]``) and
-`toolseam.integrations.langchain` (``toolseam[langchain]``). See contract §10.
+`toolseam.integrations.openai_agents` (``toolseam[openai-agents]``),
+`toolseam.integrations.langchain` (``toolseam[langchain]``) and
+`toolseam.integrations.crewai` (``toolseam[crewai]``). See contract §10.
 """

@@ -32,6 +32,7 @@ BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
         ("pydantic-ai-harness", "pydantic-monty"),
     ),
     "dbos-steps": ("toolseam.conformance.drivers._dbos_steps:DBOSStepsDriver", ("dbos",)),
+    "crewai": ("toolseam.conformance.drivers._crewai:CrewAIDriver", ("crewai",)),
 }
 """Built-in driver names: ``{name: ("module:attr", (distributions it needs, ...))}``."""
 
