@@ -25,7 +25,8 @@ skipped.
 A body reports progress the way CrewAI lets anything tell its user something: an event of
 its own emitted on CrewAI's event bus (``crewai_event_bus.emit``, which hands it to the
 handlers in the bus's thread pool and returns), and the kit's progress sink is a handler of
-that event (``crewai_event_bus.on``).
+that event (``crewai_event_bus.on``). The body waits for the handlers (``emit`` returns a
+future of them), so the measurement does not depend on when the bus's pool runs them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import json
 import os
 import warnings
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any, NoReturn, final
 
 # CrewAI reports to its servers unless told not to: the kit measures, it sends nothing.
@@ -102,12 +104,22 @@ class _Reach:
         self._sink = sink
         self._key = key
 
-    def progress_sync(self, progress: float, message: str) -> None:
+    def _emit(self, progress: float, message: str) -> Future[None] | None:
         event = _Progress(sink=self._sink, key=self._key, progress=progress, message=message)
-        crewai_event_bus.emit(self._source, event)
+        return crewai_event_bus.emit(self._source, event)
+
+    # Each waits for the bus's handlers (emit's future), so what the kit sees does not
+    # depend on when the bus's pool gets round to an event: what CrewAI delivers, it sees.
+
+    def progress_sync(self, progress: float, message: str) -> None:
+        handled = self._emit(progress, message)
+        if handled is not None:
+            handled.result()
 
     async def progress(self, progress: float, message: str) -> None:
-        self.progress_sync(progress, message)
+        handled = self._emit(progress, message)
+        if handled is not None:
+            await asyncio.wrap_future(handled)
 
     async def elicit(self, question: str) -> NoReturn:
         raise NotImplementedError("crewai: a tool cannot ask its user and wait for the answer")
