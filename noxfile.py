@@ -124,7 +124,10 @@ def codemode(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-CREWAI_FILES = ("src/toolseam/integrations/crewai.py", "src/toolseam/conformance/drivers/_crewai.py")
+CREWAI_FILES = (
+    "src/toolseam/integrations/crewai.py",
+    "src/toolseam/conformance/drivers/_crewai.py",
+)
 
 
 @nox.session(python=PYTHONS[0])
@@ -138,6 +141,7 @@ def crewai(session: nox.Session) -> None:
     session.install(".", *_group("crewai"))
     session.run("mypy", "--strict", *CREWAI_FILES)
     session.run("pyright", *CREWAI_FILES)
+    session.run("pyright", "--verifytypes", "toolseam", "--ignoreexternal")
     env = {"TOOLSEAM_CREWAI": "1"}
     session.run(
         "pytest", "tests/test_integration_crewai.py", "tests/test_conformance_peers.py",
@@ -158,8 +162,24 @@ def lint(session: nox.Session) -> None:
     excluded = [arg for path in (CODEMODE_DRIVER, *CREWAI_FILES) for arg in ("--exclude", path)]
     session.run("mypy", "--strict", "src", *excluded)
     session.run("pyright", "src")  # strict mode and the codemode exclusion: pyproject.toml
-    # The public API: every exported symbol fully typed and documented.
-    session.run("pyright", "--verifytypes", "toolseam", "--ignoreexternal")
+    # The public API: every exported symbol fully typed and documented. CrewAI cannot be
+    # installed here, so its module's classes have unknown bases: `nox -s crewai` checks them.
+    _verifytypes(session, skip="toolseam.integrations.crewai.")
+
+
+def _verifytypes(session: nox.Session, skip: str) -> None:
+    """``pyright --verifytypes toolseam``, failing on any error but those of symbols in ``skip``."""
+    args = ["pyright", "--verifytypes", "toolseam", "--ignoreexternal", "--outputjson"]
+    output = str(session.run(*args, silent=True, success_codes=[0, 1]))
+    report, _ = json.JSONDecoder().raw_decode(output[output.index("{") :])
+    errors = [
+        f"{symbol['name']}: {diagnostic['message']}"
+        for symbol in report["typeCompleteness"]["symbols"]
+        for diagnostic in symbol["diagnostics"]
+        if diagnostic["severity"] == "error" and not symbol["name"].startswith(skip)
+    ] + [d["message"] for d in report["generalDiagnostics"] if d["severity"] == "error"]
+    if errors:
+        session.error("pyright --verifytypes toolseam:\n" + "\n".join(errors))
 
 
 @nox.session(python=PYTHONS[0])
