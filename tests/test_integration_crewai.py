@@ -23,7 +23,7 @@ import threading
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -401,30 +401,45 @@ def test_stop_with_parallel_calls_answers_every_one(loop: ToolLoop) -> None:
     assert set(answers(llm)) == {"c0", "c1", "c2"}
 
 
-def test_stop_is_idempotent_and_close_stops_running_calls() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_stop_is_idempotent_and_close_stops_running_calls(
+    backend: Literal["asyncio", "trio"],
+) -> None:
     rec = Recorder()
-    started, finished = threading.Event(), threading.Event()
+    started = threading.Semaphore(0)
+    finished: list[str] = []
 
     @define_tool(name="wait", description="Waits.")
     def wait(args: Args, exec: ToolRunContext) -> str:
-        started.set()
+        started.release()
         exec.signal.wait_sync(None)
-        finished.set()
+        finished.append(args["key"])
         exec.signal.raise_if_aborted()
         return "never"
 
     rec.registry.register(wait)
-    loop = ToolLoop().start()
+    loop = ToolLoop(backend=backend).start()
     [tool] = registry_tools(rec.registry, loop)
     results: list[Any] = []
-    caller = threading.Thread(target=lambda: results.append(tool.run(key="k")))
-    caller.start()
-    assert started.wait(30)
-    loop.close()  # stops the call and waits for it
-    assert finished.is_set()
-    caller.join(30)
-    assert [r.code for r in results] == [TOOL_ABORTED]  # a CrewAI ToolFailure
-    loop.close()
+
+    def call(key: str) -> threading.Thread:
+        caller = threading.Thread(target=lambda: results.append(tool.run(key=key)))
+        caller.start()
+        assert started.acquire(timeout=30)
+        return caller
+
+    first = call("first")
+    loop.stop()
+    loop.stop()  # idempotent
+    assert finished == ["first"]
+    first.join(30)
+    loop.reset()  # a fresh signal for the next run
+    second = call("second")
+    loop.close()  # stops the running call, waits for its body, ends the loop
+    assert finished == ["first", "second"]
+    second.join(30)
+    assert [r.code for r in results] == [TOOL_ABORTED, TOOL_ABORTED]  # CrewAI ToolFailures
+    loop.close()  # idempotent
     with pytest.raises(RuntimeError, match=r"^the tool loop is not running"):
         loop.stop()
 
