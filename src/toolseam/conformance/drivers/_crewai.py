@@ -20,7 +20,10 @@ awaits ``kickoff_async``: the await ends, CrewAI's thread runs on, and no call h
 outcome. A body has nothing to listen to. A tool has no deadline of its own (an agent's
 ``max_execution_time`` is its task's, waited out by the same kind of ``with``), no approval,
 no wrapper, no way to ask its user a question and no process helper: those clauses are
-skipped.
+skipped. The kit's pre- and post-execute listeners are CrewAI's before- and after-tool-call
+hooks (``register_before_tool_call_hook``: global, synchronous, run in the call's thread;
+the driver's hooks run the scenario's listener on the kit's loop and wait for it, then
+allow the call); they too hear of nothing.
 
 A body reports progress the way CrewAI lets anything tell its user something: an event of
 its own emitted on CrewAI's event bus (``crewai_event_bus.emit``, which hands it to the
@@ -49,12 +52,17 @@ with warnings.catch_warnings():  # importing CrewAI warns (ImportWarning, crewai
     from crewai import Agent, Crew, Task  # after the telemetry switches
     from crewai.events.base_events import BaseEvent
     from crewai.events.event_bus import crewai_event_bus
+    from crewai.hooks import (
+        ToolCallHookContext,
+        register_after_tool_call_hook,
+        register_before_tool_call_hook,
+    )
     from crewai.llms.base_llm import BaseLLM
     from crewai.tools import BaseTool
 from pydantic import BaseModel, PrivateAttr  # noqa: E402
 from typing_extensions import override  # noqa: E402
 
-from .._driver import Call, Capability, Outcome, Scenario  # noqa: E402
+from .._driver import Call, Capability, ListenerScript, Outcome, Scenario  # noqa: E402
 from .._reach import ProgressSink  # noqa: E402
 from .._scripts import ScriptedTool  # noqa: E402
 from ._common import TaskListen, host_cancelled, no_result, versions  # noqa: E402
@@ -93,6 +101,52 @@ def _deliver(source: Any, event: BaseEvent) -> None:
 
 
 _handler: list[bool] = []  # the handler is registered once, at the first progress scenario
+
+
+class _Listeners:
+    """One scenario's listeners, for the global hooks: by the agent that makes its calls."""
+
+    def __init__(self, scenario: Scenario, loop: asyncio.AbstractEventLoop) -> None:
+        self.scenario = scenario
+        self.loop = loop
+
+    def call(self, context: ToolCallHookContext) -> Call:
+        key = str(context.tool_input.get("key"))
+        for call in self.scenario.calls:
+            if call.tool == context.tool_name and call.arguments.get("key") == key:
+                return call
+        return Call(f"{context.tool_name}:{key}", context.tool_name, {"key": key})
+
+    def run(self, script: ListenerScript | None, context: ToolCallHookContext) -> None:
+        if script is None:
+            return
+        call = self.call(context)
+
+        async def listening() -> None:
+            await script(call, TaskListen(_ToolFailed))
+
+        # The hook runs in the call's thread: the listener on the kit's loop, waited for.
+        asyncio.run_coroutine_threadsafe(listening(), self.loop).result()
+
+
+_LISTENERS: dict[int, _Listeners] = {}  # by id() of the scenario's agent
+_hooks: list[bool] = []  # the hooks are registered once, at the first scenario
+
+
+def _listeners(context: ToolCallHookContext) -> _Listeners | None:
+    return _LISTENERS.get(id(context.agent))
+
+
+def _before(context: ToolCallHookContext) -> None:
+    found = _listeners(context)
+    if found is not None:
+        found.run(found.scenario.pre_execute, context)
+
+
+def _after(context: ToolCallHookContext) -> None:
+    found = _listeners(context)
+    if found is not None:
+        found.run(found.scenario.post_execute, context)
 
 
 @final
@@ -242,8 +296,8 @@ class CrewAIDriver:
 
     @property
     def capabilities(self) -> Collection[Capability]:
-        """Host cancellation, thread bodies, a turn's calls in parallel, events on the bus."""
-        return ("host_cancel", "sync_bodies", "batch", "progress")
+        """Host cancellation, thread bodies, parallel calls, tool-call hooks, bus events."""
+        return ("host_cancel", "sync_bodies", "batch", "pre_execute", "post_execute", "progress")
 
     @property
     def lacking(self) -> Mapping[Capability, str]:
@@ -285,10 +339,24 @@ class CrewAIDriver:
             max_retry_limit=0,
             verbose=False,
         )
+        if not _hooks:
+            register_before_tool_call_hook(_before)
+            register_after_tool_call_hook(_after)
+            _hooks.append(True)
+        _LISTENERS[id(agent)] = _Listeners(scenario, loop)
         task = Task(description="call the tools", expected_output="done", agent=agent)
         crew = Crew(agents=[agent], tasks=[task], verbose=False)
         kickoff = asyncio.ensure_future(crew.kickoff_async())  # pyright: ignore[reportUnknownMemberType]
         scenario.stop.connect(kickoff.cancel)
+        try:
+            return await self._outcomes(scenario, kickoff, llm)
+        finally:
+            _LISTENERS.pop(id(agent), None)
+
+    @staticmethod
+    async def _outcomes(
+        scenario: Scenario, kickoff: asyncio.Future[Any], llm: _ScriptedLLM
+    ) -> list[Outcome]:
         try:
             await kickoff
         except asyncio.CancelledError:
