@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -122,17 +123,66 @@ def codemode(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+CREWAI_FILES = (
+    "src/toolseam/integrations/crewai.py",
+    "src/toolseam/conformance/drivers/_crewai.py",
+)
+
+
+@nox.session(python=PYTHONS[0])
+def crewai(session: nox.Session) -> None:
+    """toolseam.integrations.crewai and the crewai peer driver, in an environment of their own.
+
+    CrewAI pins mcp<2 and pydantic<2.13, while the test group needs mcp>=2; so this session
+    checks both modules with both type checkers, runs their tests with ``TOOLSEAM_CREWAI=1``
+    (which fails them where CrewAI is missing) and the examples of docs/integrations/crewai.md.
+    """
+    session.install(".", *_group("crewai"))
+    session.run("mypy", "--strict", *CREWAI_FILES)
+    session.run("pyright", *CREWAI_FILES)
+    # Its public API; the other integrations' frameworks are not installed here (see lint).
+    _verifytypes(session, lambda name: name.startswith(CREWAI_MODULE))
+    env = {"TOOLSEAM_CREWAI": "1"}
+    session.run(
+        "pytest", "tests/test_integration_crewai.py", "tests/test_conformance_peers.py",
+        *session.posargs, env=env,
+    )  # fmt: skip
+    pages = {**env, "TOOLSEAM_DOCS_PAGES": "docs/integrations/crewai.md"}
+    session.run("pytest", "docs/test_examples.py", "-k", "crewai", env=pages)
+
+
 @nox.session(python=PYTHONS[0])
 def lint(session: nox.Session) -> None:
     """Ruff (lint and format) and both type checkers in strict mode over ``src/``."""
     session.install(".", *_group("lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    # The codemode driver is checked by `nox -s codemode`, where its framework is installed.
-    session.run("mypy", "--strict", "src", "--exclude", CODEMODE_DRIVER)
+    # The codemode driver is checked by `nox -s codemode`, where its framework is installed;
+    # the CrewAI modules by `nox -s crewai`.
+    excluded = [arg for path in (CODEMODE_DRIVER, *CREWAI_FILES) for arg in ("--exclude", path)]
+    session.run("mypy", "--strict", "src", *excluded)
     session.run("pyright", "src")  # strict mode and the codemode exclusion: pyproject.toml
-    # The public API: every exported symbol fully typed and documented.
-    session.run("pyright", "--verifytypes", "toolseam", "--ignoreexternal")
+    # The public API: every exported symbol fully typed and documented. CrewAI cannot be
+    # installed here, so its module's classes have unknown bases: `nox -s crewai` checks them.
+    _verifytypes(session, lambda name: not name.startswith(CREWAI_MODULE))
+
+
+CREWAI_MODULE = "toolseam.integrations.crewai."
+
+
+def _verifytypes(session: nox.Session, checked: Callable[[str], bool]) -> None:
+    """``pyright --verifytypes toolseam``, failing on an error of a symbol ``checked`` names."""
+    args = ["pyright", "--verifytypes", "toolseam", "--ignoreexternal", "--outputjson"]
+    output = str(session.run(*args, silent=True, success_codes=[0, 1]))
+    report, _ = json.JSONDecoder().raw_decode(output[output.index("{") :])
+    errors = [
+        f"{symbol['name']}: {diagnostic['message']}"
+        for symbol in report["typeCompleteness"]["symbols"]
+        for diagnostic in symbol["diagnostics"]
+        if diagnostic["severity"] == "error" and checked(symbol["name"])
+    ] + [d["message"] for d in report["generalDiagnostics"] if d["severity"] == "error"]
+    if errors:
+        session.error("pyright --verifytypes toolseam:\n" + "\n".join(errors))
 
 
 @nox.session(python=PYTHONS[0])
@@ -169,6 +219,7 @@ BEHAVIOURAL_SUBJECTS = [
     ("langchain", "asyncio"),
     ("dbos-steps", "asyncio"),
     ("google-adk", "asyncio"),
+    ("crewai", "asyncio"),
     ("codemode", "asyncio"),
 ]
 
@@ -194,6 +245,8 @@ def conformance(session: nox.Session) -> None:
     # failures are the measurement.
     reports = []
     for driver, backend in BEHAVIOURAL_SUBJECTS:
+        if driver == "crewai":  # CrewAI pins mcp<2 and pydantic<2.13 (see crewai)
+            session.install(*PYPROJECT["project"]["optional-dependencies"]["crewai"])
         if driver == "codemode":  # last: the harness brings its own pydantic-ai (see codemode)
             session.install("pydantic-ai-harness>=0.62")
         path = Path(session.create_tmp()) / f"behaviour-{driver}-{backend}.json"
@@ -370,7 +423,7 @@ def mcp_conformance(session: nox.Session) -> None:
 # missing (CI installs both, and sets the variables that make a skip a failure).
 CI_SESSIONS = [
     *(f"tests-{version}" for version in PYTHONS),
-    "mcp_conformance", "docs", "typetests", "codemode", "postgres", "lint",
+    "mcp_conformance", "docs", "crewai", "typetests", "codemode", "postgres", "lint",
 ]  # fmt: skip
 
 

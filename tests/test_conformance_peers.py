@@ -26,6 +26,13 @@ PEERS = {
 # (TOOLSEAM_CODEMODE=1), an environment of its own; the other sessions leave it out.
 if os.environ.get("TOOLSEAM_CODEMODE") == "1":
     PEERS = {"codemode": "pydantic-ai-harness"}
+# CrewAI pins mcp<2: its driver runs in `nox -s crewai` (TOOLSEAM_CREWAI=1).
+if os.environ.get("TOOLSEAM_CREWAI") == "1":
+    PEERS = {"crewai": "crewai"}
+
+
+# CrewAI's Agent reads its own deprecated fields as it is built and run, which warns.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:crewai.*")
 
 
 @pytest.fixture

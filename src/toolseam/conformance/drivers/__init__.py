@@ -33,6 +33,7 @@ BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     ),
     "dbos-steps": ("toolseam.conformance.drivers._dbos_steps:DBOSStepsDriver", ("dbos",)),
     "google-adk": ("toolseam.conformance.drivers._google_adk:GoogleADKDriver", ("google-adk",)),
+    "crewai": ("toolseam.conformance.drivers._crewai:CrewAIDriver", ("crewai",)),
 }
 """Built-in driver names: ``{name: ("module:attr", (distributions it needs, ...))}``."""
 
