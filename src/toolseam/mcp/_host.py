@@ -62,7 +62,7 @@ from .._signals import AbortSignal, in_loop
 from .._views import ToolExecution, ToolHost
 from ._wire import CALL_META_KEY, plain_json
 
-__all__ = ["OUTBOX_LIMIT", "RequestHost", "set_log_level"]
+__all__ = ["OUTBOX_LIMIT", "RequestHost", "connection_state", "set_log_level"]
 
 logger = logging.getLogger("toolseam.mcp")
 
@@ -79,7 +79,8 @@ ResultT = TypeVar("ResultT", bound=BaseModel)
 _Note: TypeAlias = ProgressEvent | LogEvent
 
 
-def _connection_state(ctx: ServerRequestContext[Any]) -> dict[str, Any] | None:
+def connection_state(ctx: ServerRequestContext[Any]) -> dict[str, Any] | None:
+    """The SDK's per-connection scratch state of the request's connection, if reachable."""
     # The per-connection scratch state of the SDK (`Connection.state`) is reachable from a
     # handler only through the session's private attribute (mcp 2.0 to 2.3); the SDK leaves
     # `logging/setLevel` filtering to the application (`mcp.server.connection`).
@@ -92,7 +93,7 @@ async def set_log_level(
     ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
 ) -> types.EmptyResult:
     """The ``logging/setLevel`` handler: keep the client's level for its connection."""
-    state = _connection_state(ctx)
+    state = connection_state(ctx)
     if state is not None:
         state[_LEVEL_KEY] = params.level
     return types.EmptyResult()
@@ -274,7 +275,7 @@ class RequestHost:
     def _allows(self, level: str) -> bool:
         if level not in self._levels:
             return False
-        state = _connection_state(self._ctx)
+        state = connection_state(self._ctx)
         wanted = None if state is None else state.get(_LEVEL_KEY)
         return wanted not in LOG_LEVELS or LOG_LEVELS.index(level) >= LOG_LEVELS.index(wanted)
 

@@ -46,7 +46,8 @@ from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput, ToolHost
-from ._host import RequestHost, set_log_level
+from ._host import RequestHost, connection_state, set_log_level
+from ._overtaken import EarlyCancels, request_key
 from ._wire import call_tool_result, plain_json
 
 __all__ = [
@@ -76,6 +77,7 @@ handler reads it from the request the SDK attaches to the call's context.
 # Abort reasons; each abort gets an AbortError of its own (a body may raise its reason).
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
+_EARLY_KEY: Final = "toolseam.mcp.early_cancels"
 
 
 def _tool(schema: ToolSchema) -> types.Tool:
@@ -248,6 +250,35 @@ def _call_input(
     )
 
 
+def _early_cancels(ctx: ServerRequestContext[Any, Any], *, create: bool) -> EarlyCancels | None:
+    """The session's `EarlyCancels`, kept in the SDK's per-connection state."""
+    state = connection_state(ctx)
+    if state is None:
+        return None
+    early: object = state.get(_EARLY_KEY)
+    if isinstance(early, EarlyCancels):
+        return early
+    if not create:
+        return None
+    state[_EARLY_KEY] = fresh = EarlyCancels()
+    return fresh
+
+
+def _mark_cancelled(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Tell the SDK the peer cancelled this request, as its dispatcher would have done.
+
+    The dispatcher never answers a request whose dispatch context has ``cancel_requested``
+    set (``mcp`` 2.x, ``JSONRPCDispatcher._handle_request``); the context is reachable only
+    through the session's private attribute. Returns whether it could be set.
+    """
+    outbound: object = getattr(ctx.session, "_request_outbound", None)
+    requested: object = getattr(outbound, "cancel_requested", None)
+    if isinstance(requested, anyio.Event):
+        requested.set()
+        return True
+    return False
+
+
 def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
     """The outermost middleware: one result for a call cancelled before its handler ran.
 
@@ -257,18 +288,51 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
     may await, and a cancellation delivered there never reaches the handler; this one
     then enters the registry with an aborted signal, so the call still publishes
     ``ABORTED_BEFORE_DISPATCH`` (no stage runs, exactly as for a pre-aborted call).
+
+    It also keeps the cancellations that overtake their call (``_overtaken``): a
+    ``notifications/cancelled`` is remembered for the session, and a ``tools/call`` whose
+    id was cancelled in the window enters the registry aborted and is left unanswered.
+    The dispatcher starts each message's task in the order received, and neither path
+    awaits before it reaches this middleware, so a cancellation received before its call is
+    remembered before the call looks.
     """
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "tools/call":
+        method = ctx.method
+        if method == "notifications/cancelled":
+            key = request_key((ctx.params or {}).get("requestId"))
+            early = _early_cancels(ctx, create=True) if key is not None else None
+            if early is not None and key is not None:
+                early.remember(key, anyio.current_time())
             return await call_next(ctx)
+        if method != "tools/call":
+            return await call_next(ctx)
+        params = ctx.params or {}
+        name = params.get("name")
+        key = request_key(ctx.request_id)
+        early = _early_cancels(ctx, create=False) if key is not None else None
+        if (
+            early is not None
+            and key is not None
+            and isinstance(name, str)
+            and early.take(key, anyio.current_time())
+        ):
+            # contract §5 (pre-aborted entry): the cancellation overtook this call, so its
+            # body never runs; the SDK is told, so the call is never answered.
+            call = _call_input(
+                ctx.request_id,
+                name,
+                params.get("arguments"),
+                AbortSignal.aborted_signal(AbortError(_CANCELLED)),
+            )
+            _mark_cancelled(ctx)
+            with anyio.CancelScope(shield=True):
+                return call_tool_result(await registry.execute(call))
         entry = _Entry()
         token = _ENTRY.set(entry)
         try:
             return await call_next(ctx)
         except anyio.get_cancelled_exc_class():
-            params = ctx.params or {}
-            name = params.get("name")
             if not entry.reached and isinstance(name, str):
                 call = _call_input(
                     ctx.request_id,
