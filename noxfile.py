@@ -29,7 +29,8 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 nox.options.default_venv_backend = "uv|virtualenv"
 # postgres and mcp_conformance skip themselves (saying why) where their tools are missing.
 nox.options.sessions = [
-    "tests", "typetests", "lint", "docs", "postgres", "codemode", "mcp_conformance"
+    "tests", "typetests", "lint", "docs", "postgres", "codemode", "mcp_conformance",
+    "mcp_typescript",
 ]  # fmt: skip
 # uv must never try to download an interpreter: this project tests the ones on the machine.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
@@ -364,3 +365,41 @@ def mcp_conformance(session: nox.Session) -> None:
             server.kill()
             server.wait()
         session.log(f"server log: {tmp / 'server.log'}; results: {results}")
+
+
+# An MCP client nobody here wrote, cancelling calls on toolseam's server (stdio and HTTP).
+MCP_TYPESCRIPT_SDK = "@modelcontextprotocol/sdk@1.32.2"
+
+
+@nox.session(python=PYTHONS[0])
+def mcp_typescript(session: nox.Session) -> None:
+    """The MCP TypeScript SDK's client against toolseam's server (tests/test_mcp_typescript.py).
+
+    Installs the SDK with npm into nox's cache dir, once per version (no global install),
+    and runs the tests with ``TOOLSEAM_MCP_TS_SDK`` pointing at it; node runs the client
+    (the SDK needs node >= 18). Without npm or node the session is skipped, saying so,
+    unless ``CI`` is true or ``TOOLSEAM_REQUIRE_MCP_TYPESCRIPT=1``: then it fails.
+    """
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None or _node_major(node) < 18:
+        reason = (
+            f"the MCP TypeScript SDK's client ({MCP_TYPESCRIPT_SDK}) needs node >= 18 and npm "
+            "on PATH: install Node.js with npm to run it"
+        )
+        required = os.environ.get("CI", "").lower() in ("1", "true")
+        if required or os.environ.get("TOOLSEAM_REQUIRE_MCP_TYPESCRIPT") == "1":
+            session.error(reason)
+        session.skip(reason)
+    assert npm is not None
+    session.install(".[mcp]", *_group("test"))
+    prefix = Path(session.cache_dir) / "mcp-typescript" / MCP_TYPESCRIPT_SDK.rsplit("@", 1)[1]
+    sdk = prefix / "node_modules" / "@modelcontextprotocol" / "sdk"
+    if not (sdk / "dist" / "esm" / "client" / "index.js").is_file():
+        session.run(
+            npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel", "error",
+            "--prefix", str(prefix), MCP_TYPESCRIPT_SDK, external=True,
+        )  # fmt: skip
+    session.run(
+        "pytest", "tests/test_mcp_typescript.py", *session.posargs,
+        env={"TOOLSEAM_MCP_TS_SDK": str(sdk)},
+    )  # fmt: skip
