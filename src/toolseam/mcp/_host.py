@@ -17,9 +17,10 @@ Each capability of a body maps onto the request's MCP connection (contract §13)
   ``CAPABILITY_UNAVAILABLE`` and the reason.
 
 The registry calls ``on_progress``/``on_log`` synchronously in the event loop's thread, so
-they only queue: one sender task (`RequestHost.start`, beside the handler's watcher) writes
-the queue in order. A request is withdrawn (the SDK writes ``notifications/cancelled`` for
-it) by cancelling the scope its ``send_request`` runs in, when the call's signal aborts.
+they only queue: one task writes the queue in order (`RequestHost.send_notifications`, run
+by the handler's watcher task, which returns once `flush` has sent the last one). A request
+is withdrawn (the SDK writes ``notifications/cancelled`` for it) by cancelling the scope its
+``send_request`` runs in, when the call's signal aborts.
 
 Before the handler answers, `settle` withdraws and awaits every request of the call still
 pending (one a relay task asked for, after the body returned), and `flush` sends what is
@@ -38,7 +39,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias, TypeVar, cast, final
 
 import anyio
-import anyio.abc
 from mcp import types
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
@@ -130,26 +130,23 @@ class _Outbox:
             return
         else:
             items.append(note)
+        self._wake_sender()
+
+    def _wake_sender(self) -> None:
         wake, self._wake = self._wake, None
         if wake is not None:
             wake.set()
 
-    def start(
-        self,
-        task_group: anyio.abc.TaskGroup,
-        send: Callable[[_Note], Awaitable[None]],
-        dropped: Callable[[int], Awaitable[None]],
-    ) -> None:
-        """Start the sender: from now on, `flush` waits for it."""
-        self._running = True  # before the task first runs: a flush before then must wait
-        task_group.start_soon(self._run, send, dropped)
+    def starting(self) -> None:
+        """Say the sender (`run`) is about to start: from now on, `flush` waits for it."""
+        self._running = True
 
-    async def _run(
+    async def run(
         self,
         send: Callable[[_Note], Awaitable[None]],
         dropped: Callable[[int], Awaitable[None]],
     ) -> None:
-        """Send whatever is queued, in order, until cancelled."""
+        """Send whatever is queued, in order, until `close` (or cancelled)."""
         items = self._items
         try:
             while True:
@@ -170,6 +167,8 @@ class _Outbox:
                 idle, self._idle = self._idle, None
                 if idle is not None:
                     idle.set()
+                if self._closed:
+                    break
                 self._wake = wake = anyio.Event()
                 await wake.wait()
         finally:
@@ -186,8 +185,9 @@ class _Outbox:
             await self._idle.wait()
 
     def close(self) -> None:
-        """Drop whatever comes later."""
+        """Drop whatever comes later; the sender returns once it has sent what is queued."""
         self._closed = True
+        self._wake_sender()
 
 
 @final
@@ -241,9 +241,16 @@ class RequestHost:
             sample=self._sample,
         )
 
-    def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Start the task that sends the call's notifications."""
-        self._outbox.start(task_group, self._send, self._report_dropped)
+    def starting(self) -> None:
+        """Say `send_notifications` is about to run in a task: `flush` waits for it."""
+        self._outbox.starting()
+
+    async def send_notifications(self) -> None:
+        """Send the call's notifications, in order, until `flush` has sent the last one.
+
+        The handler runs it in the task that also watches for the SDK's cancellation.
+        """
+        await self._outbox.run(self._send, self._report_dropped)
 
     async def settle(self) -> None:
         """Withdraw every request of the call still pending, and await each (run shielded)."""

@@ -9,8 +9,8 @@ while its handler runs, so a client that closes it is never noticed). Then:
 - a 2025-era client's ``notifications/cancelled`` cancels the handler (see ``_server``);
 - a 2026-era client cancels by closing the request's stream: the SDK cancels the handler;
 - a client that goes away mid-call: every request's ASGI ``receive`` is watched for
-  ``http.disconnect``, which sets the event the handler finds in the request's scope
-  (``DISCONNECTED_SCOPE_KEY``) and aborts the call. The 2025-era SDK keeps a session's
+  ``http.disconnect``, which sets the `ClientGone` the handler finds in the request's
+  scope (``DISCONNECTED_SCOPE_KEY``) and aborts the call. The 2025-era SDK keeps a session's
   calls running when their stream drops (a client may resume it), but without an event
   store nothing can resume it, so the result could never be delivered.
 
@@ -48,7 +48,7 @@ from starlette.types import Message, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from .._registry import ToolRegistry
-from ._server import DISCONNECTED_SCOPE_KEY, RunningCalls, serve_registry
+from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
 
 __all__ = ["MCP_PATH", "serve_http"]
 
@@ -78,7 +78,7 @@ def _listen(host: str, port: int) -> socket.socket:
     Made with ``proto=IPPROTO_TCP``: asyncio sets ``TCP_NODELAY`` only on the accepted
     sockets of a listener whose ``proto`` says TCP, and ``socket.create_server`` leaves it 0.
     Without it, Nagle's algorithm holds each small response back until the client's delayed
-    ACK (about 40 ms on Linux), on every call of a kept-alive connection. `_NoDelay` sets the
+    ACK (about 40 ms on Linux), on every call of a kept-alive connection. `_no_delay` sets the
     option on each accepted connection as well, whoever made the listener.
     """
     family, _, proto, _, address = socket.getaddrinfo(
@@ -153,7 +153,7 @@ class _Endpoint:
             body = {"jsonrpc": "2.0", "id": None, "error": error}
             await JSONResponse(body, status_code=503)(scope, receive, send)
             return
-        disconnected = anyio.Event()
+        disconnected = ClientGone()
 
         async def watched() -> Message:
             message = await receive()

@@ -52,6 +52,7 @@ from ._wire import call_tool_result, plain_json
 
 __all__ = [
     "DISCONNECTED_SCOPE_KEY",
+    "ClientGone",
     "RunningCalls",
     "create_server",
     "serve_registry",
@@ -68,11 +69,43 @@ _stdio_server = cast(
 )
 
 DISCONNECTED_SCOPE_KEY: Final = "toolseam.mcp.disconnected"
-"""ASGI scope key of an `anyio.Event` set when the HTTP client of the request goes away.
+"""ASGI scope key of a `ClientGone`, set when the HTTP client of the request goes away.
 
 The HTTP server (``toolseam.mcp._http``) puts one in the scope of every request; the
 handler reads it from the request the SDK attaches to the call's context.
 """
+
+
+@final
+class ClientGone:
+    """Whether the HTTP client of one request went away; runs its callbacks when it does.
+
+    A callback, not an event to wait on: the call's handler needs no task to watch it.
+    Used from the event loop's thread only.
+    """
+
+    __slots__ = ("_callbacks", "gone")
+
+    def __init__(self) -> None:
+        self.gone = False
+        self._callbacks: list[Callable[[], object]] = []
+
+    def set(self) -> None:
+        """Mark the client gone and run every callback once (idempotent)."""
+        if self.gone:
+            return
+        self.gone = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_gone(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` when the client goes away (at once if it has)."""
+        if self.gone:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
 
 # Abort reasons; each abort gets an AbortError of its own (a body may raise its reason).
 _CANCELLED: Final = "the MCP request was cancelled"
@@ -152,12 +185,12 @@ def _abort(controller: AbortController, reason: str) -> None:
         )
 
 
-def _disconnected(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
+def _disconnected(ctx: ServerRequestContext[Any]) -> ClientGone | None:
     scope: object = getattr(ctx.request, "scope", None)  # a starlette Request on HTTP
     if not isinstance(scope, Mapping):
         return None
-    event: object = cast("Mapping[str, object]", scope).get(DISCONNECTED_SCOPE_KEY)
-    return event if isinstance(event, anyio.Event) else None
+    gone: object = cast("Mapping[str, object]", scope).get(DISCONNECTED_SCOPE_KEY)
+    return gone if isinstance(gone, ClientGone) else None
 
 
 def _cancelled_already() -> bool:
@@ -170,39 +203,47 @@ async def _execute(
     calls: RunningCalls,
     call: ToolExecutionInput,
     controller: AbortController,
-    disconnected: anyio.Event | None,
+    disconnected: ClientGone | None,
     host: RequestHost,
 ) -> ToolResult:
     """Run one call to quiescence, turning the SDK's cancellation into an abort.
 
     See the module docstring: the registry call is shielded from the handler's cancel scope;
     the watcher task is not, so a cancelled request (or a closing connection) cancels the
-    watcher, which aborts the controller. A client that disconnects aborts it too.
-    Cancellation is re-raised once the call settled. Beside them runs the task that sends
-    the call's progress and log notifications; once the call has settled, its requests
-    still pending are withdrawn and awaited (shielded) and its notifications sent, before
-    the answer (see ``_host``).
+    watcher, which aborts the controller. A client that disconnects aborts it too (a
+    callback of its `ClientGone`). Cancellation is re-raised once the call settled. The
+    watcher also sends the call's progress and log notifications; once the call has
+    settled, its requests still pending are withdrawn and awaited (shielded) and its
+    notifications sent, before the answer (see ``_host``).
+
+    One task per call, and on the common path nothing is cancelled: the watcher returns
+    once the last notification is sent (cancelling a scope on asyncio formats the task's
+    repr, a cost on every call).
     """
     settled = False
     result: ToolResult | None = None
 
+    def client_gone() -> None:
+        if not settled:
+            _abort(controller, _DISCONNECTED)
+
     async def abort_when_cancelled() -> None:
+        # The watcher is also the task that sends the call's notifications: it returns
+        # once `host.flush()` has sent the last one.
         try:
-            if disconnected is not None:
-                await disconnected.wait()
-                if not settled:
-                    _abort(controller, _DISCONNECTED)
-            await anyio.sleep_forever()
+            await host.send_notifications()
         except anyio.get_cancelled_exc_class():
             if not settled:
                 _abort(controller, _CANCELLED)
             raise
 
+    if disconnected is not None:
+        disconnected.on_gone(client_gone)
     calls.enter(controller)
     try:
         async with anyio.create_task_group() as watcher:
+            host.starting()
             watcher.start_soon(abort_when_cancelled)
-            host.start(watcher)
             # Not a race: the shield keeps the SDK's cancellation away from the body, which
             # is awaited to completion; the abort reaches it through its signal instead.
             with anyio.CancelScope(shield=True):
@@ -210,7 +251,7 @@ async def _execute(
                 await host.settle()
             settled = True
             await host.flush()
-            watcher.cancel_scope.cancel()
+        await anyio.lowlevel.checkpoint_if_cancelled()
     finally:
         calls.leave(controller)
     # If the SDK cancelled this request, leaving the task group above re-raised that
