@@ -423,7 +423,8 @@ def mcp_conformance(session: nox.Session) -> None:
 # missing (CI installs both, and sets the variables that make a skip a failure).
 CI_SESSIONS = [
     *(f"tests-{version}" for version in PYTHONS),
-    "mcp_conformance", "docs", "crewai", "typetests", "codemode", "postgres", "lint",
+    "mcp_conformance", "docs", "crewai", "typetests", "mcp_typescript", "codemode", "postgres",
+    "lint",
 ]  # fmt: skip
 
 
@@ -504,3 +505,41 @@ def ci(session: nox.Session) -> None:
     print(f"ci: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped", flush=True)
     if failed:
         session.error(f"failed: {', '.join(failed)}")
+
+
+# An MCP client nobody here wrote, cancelling calls on toolseam's server (stdio and HTTP).
+MCP_TYPESCRIPT_SDK = "@modelcontextprotocol/sdk@1.32.2"
+
+
+@nox.session(python=PYTHONS[0])
+def mcp_typescript(session: nox.Session) -> None:
+    """The MCP TypeScript SDK's client against toolseam's server (tests/test_mcp_typescript.py).
+
+    Installs the SDK with npm into nox's cache dir, once per version (no global install),
+    and runs the tests with ``TOOLSEAM_MCP_TS_SDK`` pointing at it; node runs the client
+    (the SDK needs node >= 18). Without npm or node the session is skipped, saying so,
+    unless ``CI`` is true or ``TOOLSEAM_REQUIRE_MCP_TYPESCRIPT=1``: then it fails.
+    """
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None or _node_major(node) < 18:
+        reason = (
+            f"the MCP TypeScript SDK's client ({MCP_TYPESCRIPT_SDK}) needs node >= 18 and npm "
+            "on PATH: install Node.js with npm to run it"
+        )
+        required = os.environ.get("CI", "").lower() in ("1", "true")
+        if required or os.environ.get("TOOLSEAM_REQUIRE_MCP_TYPESCRIPT") == "1":
+            session.error(reason)
+        session.skip(reason)
+    assert npm is not None
+    session.install(".[mcp]", *_group("test"))
+    prefix = Path(session.cache_dir) / "mcp-typescript" / MCP_TYPESCRIPT_SDK.rsplit("@", 1)[1]
+    sdk = prefix / "node_modules" / "@modelcontextprotocol" / "sdk"
+    if not (sdk / "dist" / "esm" / "client" / "index.js").is_file():
+        session.run(
+            npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel", "error",
+            "--prefix", str(prefix), MCP_TYPESCRIPT_SDK, external=True,
+        )  # fmt: skip
+    session.run(
+        "pytest", "tests/test_mcp_typescript.py", *session.posargs,
+        env={"TOOLSEAM_MCP_TS_SDK": str(sdk)},
+    )  # fmt: skip

@@ -69,18 +69,22 @@ class Check:
     limit: float
     unit: str
     detail: str = ""
+    at_least: bool = False
+    """The target is a floor (``value >= limit``), not a ceiling."""
 
     @property
     def status(self) -> str:
         if self.value is None:
             return "N/A "
-        return "PASS" if self.value <= self.limit else "MISS"
+        met = self.value >= self.limit if self.at_least else self.value <= self.limit
+        return "PASS" if met else "MISS"
 
     def line(self) -> str:
         shown = "n/a" if self.value is None else _fmt(self.value, self.unit)
         limit = _fmt(self.limit, self.unit)
         extra = f"  ({self.detail})" if self.detail else ""
-        return f"  [{self.status}] {self.label}: {shown} (target <= {limit}){extra}"
+        sign = ">=" if self.at_least else "<="
+        return f"  [{self.status}] {self.label}: {shown} (target {sign} {limit}){extra}"
 
 
 def _fmt(value: float, unit: str) -> str:

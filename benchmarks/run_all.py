@@ -7,7 +7,8 @@ are found). Options: ``--quick`` for a smoke run (figures meaningless),
 ``--skip-static`` to leave out the static suite's wall time (about 80 s), ``--only
 targets,churn`` to run some of them (``overhead``, ``cancel`` and ``batch`` are parts of
 ``targets`` on their own; ``ptc`` is docs/ptc.md's, ``capabilities`` what progress and the
-host cost, ``shapes`` large arguments of five shapes against autogen). Every figure is a median
+host cost, ``shapes`` large arguments of five shapes against autogen, ``mcp`` toolseam's MCP
+server and gateway against the SDK's server over stdio and HTTP). Every figure is a median
 over interleaved rounds; every ratio is taken within a round (see ``_harness``). Exits 0
 even when a target is missed: these are measurements, not tests.
 """
@@ -23,6 +24,7 @@ import bench_cancel_latency
 import bench_capabilities
 import bench_churn
 import bench_durable
+import bench_mcp
 import bench_overhead
 import bench_peers
 import bench_ptc
@@ -44,6 +46,7 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "capabilities": bench_capabilities.run,
     "durable": bench_durable.run,
     "temporal": bench_temporal.run,
+    "mcp": bench_mcp.run,
     # Parts of the above on their own (not run by default: "targets" covers them).
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
@@ -59,6 +62,7 @@ DEFAULT = (
     "capabilities",
     "durable",
     "temporal",
+    "mcp",
     "static",
 )
 

@@ -17,6 +17,9 @@ settings.load_profile(os.environ.get("TOOLSEAM_HYPOTHESIS_PROFILE", "ci"))
 # The Postgres tests belong to `nox -s postgres`, which starts a server (and says why it
 # skips without Postgres's binaries): the other sessions do not collect them at all.
 collect_ignore = [] if os.environ.get("TOOLSEAM_POSTGRES") == "1" else ["test_durable_postgres.py"]
+# The TypeScript SDK's client belongs to `nox -s mcp_typescript`, which installs it (npm).
+if not os.environ.get("TOOLSEAM_MCP_TS_SDK"):
+    collect_ignore.append("test_mcp_typescript.py")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -215,6 +215,30 @@ async def test_a_client_that_disconnects_mid_call_aborts_the_body(
     ]
 
 
+async def test_a_cancel_that_overtakes_its_call_on_another_post_stops_it_before_dispatch(
+    server: Served, record: Record, anyio_backend: str
+) -> None:
+    """Issue 36: the cancellation's POST arrives first; the call never runs, never answered."""
+    tag = f"overtaken-{anyio_backend}"
+    with anyio.fail_after(GUARD):
+        async with httpx2.AsyncClient() as http:
+            session = RawSession(http, server.url)
+            await session.open()
+            cancel = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 5, "reason": "overtaken"},
+            }
+            sent = await http.post(session.url, json=cancel, headers=session.headers)
+            assert sent.status_code == 202
+            async with session.call(5, "wait_for_abort", {"tag": tag}) as response:
+                answer = (await response.aread()).decode()
+            published = await record.wait_for(event="result", tag=tag)
+    assert published["code"] == "ABORTED_BEFORE_DISPATCH"
+    assert record.events(event="body-started", tag=tag) == []
+    assert '"result"' not in answer
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_an_sdk_client_killed_mid_call_aborts_the_body(
     server: Served, record: Record, era: Era, anyio_backend: str

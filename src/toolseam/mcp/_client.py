@@ -31,6 +31,7 @@ from .._json import FrozenDict, JsonValue, materialize
 from .._registration import Registration
 from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolResult, render_value
+from .._signals import in_loop
 from .._views import ToolExecution, ToolRunContext
 from ._relay import SessionCallbacks, elicit_for, sample_for
 from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY, VALUE_META_KEY
@@ -286,27 +287,24 @@ class McpToolDefinition:
                 with contextlib.suppress(ValueError):  # a value the registry refuses
                     exec.progress(progress, total, message)
 
-        async def forward_abort() -> None:
-            await signal.wait()
-            call_scope.cancel()
-
         callbacks = self._callbacks
         entered = None if callbacks is None else callbacks._enter(exec)
         tagged = None if entered is None or callbacks is None else callbacks._meta(entered[0])
+        # The abort cancels the call's scope from a listener (run in this loop's thread,
+        # whichever thread aborts), not from a task that waits for it: no task to start and
+        # to cancel again on every call.
+        forwarding = signal.add_listener(in_loop(call_scope.cancel))
         try:
-            async with anyio.create_task_group() as forwarder:
-                forwarder.start_soon(forward_abort)
-                # Cancelling this scope is how the SDK is told to cancel the request: it
-                # writes notifications/cancelled, then re-raises, and the scope absorbs it.
-                with call_scope:
-                    try:
-                        session = await self._link.session()
-                        outcome = await self._call(session, args, exec, progress, tagged)
-                    except Exception as error:
-                        # Raised below, outside the task group, which would wrap it in a group.
-                        failure = error
-                forwarder.cancel_scope.cancel()
+            # Cancelling this scope is how the SDK is told to cancel the request: it
+            # writes notifications/cancelled, then re-raises, and the scope absorbs it.
+            with call_scope:
+                try:
+                    session = await self._link.session()
+                    outcome = await self._call(session, args, exec, progress, tagged)
+                except Exception as error:
+                    failure = error
         finally:
+            forwarding.remove()
             if entered is not None and callbacks is not None:
                 callbacks._leave(*entered)
         if isinstance(failure, ConnectionError):  # the link has no session to offer

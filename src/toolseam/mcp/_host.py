@@ -17,9 +17,10 @@ Each capability of a body maps onto the request's MCP connection (contract §13)
   ``CAPABILITY_UNAVAILABLE`` and the reason.
 
 The registry calls ``on_progress``/``on_log`` synchronously in the event loop's thread, so
-they only queue: one sender task (`RequestHost.start`, beside the handler's watcher) writes
-the queue in order. A request is withdrawn (the SDK writes ``notifications/cancelled`` for
-it) by cancelling the scope its ``send_request`` runs in, when the call's signal aborts.
+they only queue: one task writes the queue in order (`RequestHost.send_notifications`, run
+by the handler's watcher task, which returns once `flush` has sent the last one). A request
+is withdrawn (the SDK writes ``notifications/cancelled`` for it) by cancelling the scope its
+``send_request`` runs in, when the call's signal aborts.
 
 Before the handler answers, `settle` withdraws and awaits every request of the call still
 pending (one a relay task asked for, after the body returned), and `flush` sends what is
@@ -38,7 +39,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias, TypeVar, cast, final
 
 import anyio
-import anyio.abc
 from mcp import types
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
@@ -62,7 +62,7 @@ from .._signals import AbortSignal, in_loop
 from .._views import ToolExecution, ToolHost
 from ._wire import CALL_META_KEY, plain_json
 
-__all__ = ["OUTBOX_LIMIT", "RequestHost", "set_log_level"]
+__all__ = ["OUTBOX_LIMIT", "RequestHost", "connection_state", "set_log_level"]
 
 logger = logging.getLogger("toolseam.mcp")
 
@@ -79,7 +79,8 @@ ResultT = TypeVar("ResultT", bound=BaseModel)
 _Note: TypeAlias = ProgressEvent | LogEvent
 
 
-def _connection_state(ctx: ServerRequestContext[Any]) -> dict[str, Any] | None:
+def connection_state(ctx: ServerRequestContext[Any]) -> dict[str, Any] | None:
+    """The SDK's per-connection scratch state of the request's connection, if reachable."""
     # The per-connection scratch state of the SDK (`Connection.state`) is reachable from a
     # handler only through the session's private attribute (mcp 2.0 to 2.3); the SDK leaves
     # `logging/setLevel` filtering to the application (`mcp.server.connection`).
@@ -92,7 +93,7 @@ async def set_log_level(
     ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
 ) -> types.EmptyResult:
     """The ``logging/setLevel`` handler: keep the client's level for its connection."""
-    state = _connection_state(ctx)
+    state = connection_state(ctx)
     if state is not None:
         state[_LEVEL_KEY] = params.level
     return types.EmptyResult()
@@ -129,26 +130,23 @@ class _Outbox:
             return
         else:
             items.append(note)
+        self._wake_sender()
+
+    def _wake_sender(self) -> None:
         wake, self._wake = self._wake, None
         if wake is not None:
             wake.set()
 
-    def start(
-        self,
-        task_group: anyio.abc.TaskGroup,
-        send: Callable[[_Note], Awaitable[None]],
-        dropped: Callable[[int], Awaitable[None]],
-    ) -> None:
-        """Start the sender: from now on, `flush` waits for it."""
-        self._running = True  # before the task first runs: a flush before then must wait
-        task_group.start_soon(self._run, send, dropped)
+    def starting(self) -> None:
+        """Say the sender (`run`) is about to start: from now on, `flush` waits for it."""
+        self._running = True
 
-    async def _run(
+    async def run(
         self,
         send: Callable[[_Note], Awaitable[None]],
         dropped: Callable[[int], Awaitable[None]],
     ) -> None:
-        """Send whatever is queued, in order, until cancelled."""
+        """Send whatever is queued, in order, until `close` (or cancelled)."""
         items = self._items
         try:
             while True:
@@ -169,6 +167,8 @@ class _Outbox:
                 idle, self._idle = self._idle, None
                 if idle is not None:
                     idle.set()
+                if self._closed:
+                    break
                 self._wake = wake = anyio.Event()
                 await wake.wait()
         finally:
@@ -185,8 +185,9 @@ class _Outbox:
             await self._idle.wait()
 
     def close(self) -> None:
-        """Drop whatever comes later."""
+        """Drop whatever comes later; the sender returns once it has sent what is queued."""
         self._closed = True
+        self._wake_sender()
 
 
 @final
@@ -240,9 +241,16 @@ class RequestHost:
             sample=self._sample,
         )
 
-    def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Start the task that sends the call's notifications."""
-        self._outbox.start(task_group, self._send, self._report_dropped)
+    def starting(self) -> None:
+        """Say `send_notifications` is about to run in a task: `flush` waits for it."""
+        self._outbox.starting()
+
+    async def send_notifications(self) -> None:
+        """Send the call's notifications, in order, until `flush` has sent the last one.
+
+        The handler runs it in the task that also watches for the SDK's cancellation.
+        """
+        await self._outbox.run(self._send, self._report_dropped)
 
     async def settle(self) -> None:
         """Withdraw every request of the call still pending, and await each (run shielded)."""
@@ -274,7 +282,7 @@ class RequestHost:
     def _allows(self, level: str) -> bool:
         if level not in self._levels:
             return False
-        state = _connection_state(self._ctx)
+        state = connection_state(self._ctx)
         wanted = None if state is None else state.get(_LEVEL_KEY)
         return wanted not in LOG_LEVELS or LOG_LEVELS.index(level) >= LOG_LEVELS.index(wanted)
 

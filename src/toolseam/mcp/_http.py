@@ -9,8 +9,8 @@ while its handler runs, so a client that closes it is never noticed). Then:
 - a 2025-era client's ``notifications/cancelled`` cancels the handler (see ``_server``);
 - a 2026-era client cancels by closing the request's stream: the SDK cancels the handler;
 - a client that goes away mid-call: every request's ASGI ``receive`` is watched for
-  ``http.disconnect``, which sets the event the handler finds in the request's scope
-  (``DISCONNECTED_SCOPE_KEY``) and aborts the call. The 2025-era SDK keeps a session's
+  ``http.disconnect``, which sets the `ClientGone` the handler finds in the request's
+  scope (``DISCONNECTED_SCOPE_KEY``) and aborts the call. The 2025-era SDK keeps a session's
   calls running when their stream drops (a client may resume it), but without an event
   store nothing can resume it, so the result could never be delivered.
 
@@ -28,11 +28,12 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
 import socket
 import threading
 from collections.abc import Generator
-from typing import Final, final
+from typing import Final, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -44,9 +45,10 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from .._registry import ToolRegistry
-from ._server import DISCONNECTED_SCOPE_KEY, RunningCalls, serve_registry
+from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
 
 __all__ = ["MCP_PATH", "serve_http"]
 
@@ -71,11 +73,55 @@ def _security(host: str) -> TransportSecuritySettings | None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (``port`` 0 picks a free one)."""
-    family, _, _, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    """A listening TCP socket on ``host:port`` (``port`` 0 picks a free one).
+
+    Made with ``proto=IPPROTO_TCP``: asyncio sets ``TCP_NODELAY`` only on the accepted
+    sockets of a listener whose ``proto`` says TCP, and ``socket.create_server`` leaves it 0.
+    Without it, Nagle's algorithm holds each small response back until the client's delayed
+    ACK (about 40 ms on Linux), on every call of a kept-alive connection. `_no_delay` sets the
+    option on each accepted connection as well, whoever made the listener.
+    """
+    family, _, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
     )[0]
-    return socket.create_server(address, family=family)
+    sock = socket.socket(family, socket.SOCK_STREAM, proto or socket.IPPROTO_TCP)
+    try:
+        # As socket.create_server does: reuse a TIME_WAIT address (POSIX), IPv6 only on v6.
+        if os.name == "posix":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        try:
+            sock.bind(address)
+        except OSError as error:
+            message = f"{error.strerror} (while attempting to bind on address {address!r})"
+            raise OSError(error.errno, message) from None
+        sock.listen()
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """Turn Nagle's algorithm off on an accepted TCP connection (best effort)."""
+    sock: socket.socket | None = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _no_delay(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
+    """A uvicorn HTTP protocol class that sets ``TCP_NODELAY`` on every connection it accepts."""
+
+    def connection_made(self: asyncio.Protocol, transport: asyncio.BaseTransport) -> None:
+        _set_nodelay(transport)
+        base.connection_made(self, transport)
+
+    return cast(
+        "type[asyncio.Protocol]",
+        type(f"NoDelay{base.__name__}", (base,), {"connection_made": connection_made}),
+    )
 
 
 def _url(sock: socket.socket) -> str:
@@ -107,7 +153,7 @@ class _Endpoint:
             body = {"jsonrpc": "2.0", "id": None, "error": error}
             await JSONResponse(body, status_code=503)(scope, receive, send)
             return
-        disconnected = anyio.Event()
+        disconnected = ClientGone()
 
         async def watched() -> Message:
             message = await receive()
@@ -211,7 +257,14 @@ async def serve_http(
     endpoint = _Endpoint(manager)
     app = Starlette(routes=[Route(MCP_PATH, endpoint=endpoint)])
     web = _Uvicorn(
-        uvicorn.Config(app, lifespan="off", ws="none", log_config=None, access_log=False)
+        uvicorn.Config(
+            app,
+            http=_no_delay(AutoHTTPProtocol),
+            lifespan="off",
+            ws="none",
+            log_config=None,
+            access_log=False,
+        )
     )
     stop = anyio.Event()
 

@@ -46,11 +46,13 @@ from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput, ToolHost
-from ._host import RequestHost, set_log_level
+from ._host import RequestHost, connection_state, set_log_level
+from ._overtaken import EarlyCancels, request_key
 from ._wire import call_tool_result, plain_json
 
 __all__ = [
     "DISCONNECTED_SCOPE_KEY",
+    "ClientGone",
     "RunningCalls",
     "create_server",
     "serve_registry",
@@ -67,15 +69,48 @@ _stdio_server = cast(
 )
 
 DISCONNECTED_SCOPE_KEY: Final = "toolseam.mcp.disconnected"
-"""ASGI scope key of an `anyio.Event` set when the HTTP client of the request goes away.
+"""ASGI scope key of a `ClientGone`, set when the HTTP client of the request goes away.
 
 The HTTP server (``toolseam.mcp._http``) puts one in the scope of every request; the
 handler reads it from the request the SDK attaches to the call's context.
 """
 
+
+@final
+class ClientGone:
+    """Whether the HTTP client of one request went away; runs its callbacks when it does.
+
+    A callback, not an event to wait on: the call's handler needs no task to watch it.
+    Used from the event loop's thread only.
+    """
+
+    __slots__ = ("_callbacks", "gone")
+
+    def __init__(self) -> None:
+        self.gone = False
+        self._callbacks: list[Callable[[], object]] = []
+
+    def set(self) -> None:
+        """Mark the client gone and run every callback once (idempotent)."""
+        if self.gone:
+            return
+        self.gone = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_gone(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` when the client goes away (at once if it has)."""
+        if self.gone:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+
 # Abort reasons; each abort gets an AbortError of its own (a body may raise its reason).
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
+_EARLY_KEY: Final = "toolseam.mcp.early_cancels"
 
 
 def _tool(schema: ToolSchema) -> types.Tool:
@@ -150,12 +185,12 @@ def _abort(controller: AbortController, reason: str) -> None:
         )
 
 
-def _disconnected(ctx: ServerRequestContext[Any]) -> anyio.Event | None:
+def _disconnected(ctx: ServerRequestContext[Any]) -> ClientGone | None:
     scope: object = getattr(ctx.request, "scope", None)  # a starlette Request on HTTP
     if not isinstance(scope, Mapping):
         return None
-    event: object = cast("Mapping[str, object]", scope).get(DISCONNECTED_SCOPE_KEY)
-    return event if isinstance(event, anyio.Event) else None
+    gone: object = cast("Mapping[str, object]", scope).get(DISCONNECTED_SCOPE_KEY)
+    return gone if isinstance(gone, ClientGone) else None
 
 
 def _cancelled_already() -> bool:
@@ -168,39 +203,47 @@ async def _execute(
     calls: RunningCalls,
     call: ToolExecutionInput,
     controller: AbortController,
-    disconnected: anyio.Event | None,
+    disconnected: ClientGone | None,
     host: RequestHost,
 ) -> ToolResult:
     """Run one call to quiescence, turning the SDK's cancellation into an abort.
 
     See the module docstring: the registry call is shielded from the handler's cancel scope;
     the watcher task is not, so a cancelled request (or a closing connection) cancels the
-    watcher, which aborts the controller. A client that disconnects aborts it too.
-    Cancellation is re-raised once the call settled. Beside them runs the task that sends
-    the call's progress and log notifications; once the call has settled, its requests
-    still pending are withdrawn and awaited (shielded) and its notifications sent, before
-    the answer (see ``_host``).
+    watcher, which aborts the controller. A client that disconnects aborts it too (a
+    callback of its `ClientGone`). Cancellation is re-raised once the call settled. The
+    watcher also sends the call's progress and log notifications; once the call has
+    settled, its requests still pending are withdrawn and awaited (shielded) and its
+    notifications sent, before the answer (see ``_host``).
+
+    One task per call, and on the common path nothing is cancelled: the watcher returns
+    once the last notification is sent (cancelling a scope on asyncio formats the task's
+    repr, a cost on every call).
     """
     settled = False
     result: ToolResult | None = None
 
+    def client_gone() -> None:
+        if not settled:
+            _abort(controller, _DISCONNECTED)
+
     async def abort_when_cancelled() -> None:
+        # The watcher is also the task that sends the call's notifications: it returns
+        # once `host.flush()` has sent the last one.
         try:
-            if disconnected is not None:
-                await disconnected.wait()
-                if not settled:
-                    _abort(controller, _DISCONNECTED)
-            await anyio.sleep_forever()
+            await host.send_notifications()
         except anyio.get_cancelled_exc_class():
             if not settled:
                 _abort(controller, _CANCELLED)
             raise
 
+    if disconnected is not None:
+        disconnected.on_gone(client_gone)
     calls.enter(controller)
     try:
         async with anyio.create_task_group() as watcher:
+            host.starting()
             watcher.start_soon(abort_when_cancelled)
-            host.start(watcher)
             # Not a race: the shield keeps the SDK's cancellation away from the body, which
             # is awaited to completion; the abort reaches it through its signal instead.
             with anyio.CancelScope(shield=True):
@@ -208,7 +251,7 @@ async def _execute(
                 await host.settle()
             settled = True
             await host.flush()
-            watcher.cancel_scope.cancel()
+        await anyio.lowlevel.checkpoint_if_cancelled()
     finally:
         calls.leave(controller)
     # If the SDK cancelled this request, leaving the task group above re-raised that
@@ -248,6 +291,35 @@ def _call_input(
     )
 
 
+def _early_cancels(ctx: ServerRequestContext[Any, Any], *, create: bool) -> EarlyCancels | None:
+    """The session's `EarlyCancels`, kept in the SDK's per-connection state."""
+    state = connection_state(ctx)
+    if state is None:
+        return None
+    early: object = state.get(_EARLY_KEY)
+    if isinstance(early, EarlyCancels):
+        return early
+    if not create:
+        return None
+    state[_EARLY_KEY] = fresh = EarlyCancels()
+    return fresh
+
+
+def _mark_cancelled(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Tell the SDK the peer cancelled this request, as its dispatcher would have done.
+
+    The dispatcher never answers a request whose dispatch context has ``cancel_requested``
+    set (``mcp`` 2.x, ``JSONRPCDispatcher._handle_request``); the context is reachable only
+    through the session's private attribute. Returns whether it could be set.
+    """
+    outbound: object = getattr(ctx.session, "_request_outbound", None)
+    requested: object = getattr(outbound, "cancel_requested", None)
+    if isinstance(requested, anyio.Event):
+        requested.set()
+        return True
+    return False
+
+
 def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
     """The outermost middleware: one result for a call cancelled before its handler ran.
 
@@ -257,18 +329,51 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
     may await, and a cancellation delivered there never reaches the handler; this one
     then enters the registry with an aborted signal, so the call still publishes
     ``ABORTED_BEFORE_DISPATCH`` (no stage runs, exactly as for a pre-aborted call).
+
+    It also keeps the cancellations that overtake their call (``_overtaken``): a
+    ``notifications/cancelled`` is remembered for the session, and a ``tools/call`` whose
+    id was cancelled in the window enters the registry aborted and is left unanswered.
+    The dispatcher starts each message's task in the order received, and neither path
+    awaits before it reaches this middleware, so a cancellation received before its call is
+    remembered before the call looks.
     """
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "tools/call":
+        method = ctx.method
+        if method == "notifications/cancelled":
+            key = request_key((ctx.params or {}).get("requestId"))
+            early = _early_cancels(ctx, create=True) if key is not None else None
+            if early is not None and key is not None:
+                early.remember(key, anyio.current_time())
             return await call_next(ctx)
+        if method != "tools/call":
+            return await call_next(ctx)
+        params = ctx.params or {}
+        name = params.get("name")
+        key = request_key(ctx.request_id)
+        early = _early_cancels(ctx, create=False) if key is not None else None
+        if (
+            early is not None
+            and key is not None
+            and isinstance(name, str)
+            and early.take(key, anyio.current_time())
+        ):
+            # contract §5 (pre-aborted entry): the cancellation overtook this call, so its
+            # body never runs; the SDK is told, so the call is never answered.
+            call = _call_input(
+                ctx.request_id,
+                name,
+                params.get("arguments"),
+                AbortSignal.aborted_signal(AbortError(_CANCELLED)),
+            )
+            _mark_cancelled(ctx)
+            with anyio.CancelScope(shield=True):
+                return call_tool_result(await registry.execute(call))
         entry = _Entry()
         token = _ENTRY.set(entry)
         try:
             return await call_next(ctx)
         except anyio.get_cancelled_exc_class():
-            params = ctx.params or {}
-            name = params.get("name")
             if not entry.reached and isinstance(name, str):
                 call = _call_input(
                     ctx.request_id,
