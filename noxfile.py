@@ -169,6 +169,8 @@ BEHAVIOURAL_SUBJECTS = [
     ("langchain", "asyncio"),
     ("dbos-steps", "asyncio"),
     ("google-adk", "asyncio"),
+    ("toolseam-temporal", "asyncio"),
+    ("temporal-activities", "asyncio"),
     ("codemode", "asyncio"),
 ]
 

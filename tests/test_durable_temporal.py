@@ -29,6 +29,7 @@ from temporalio.exceptions import CancelledError
 
 import local_temporal
 from toolseam import AbortController, ToolCall, ToolFailure, ToolRegistry
+from toolseam.conformance.drivers import _temporal as kit_temporal
 from toolseam.durable import OUTCOME_UNKNOWN
 from toolseam.durable.temporal import TemporalTools, recorded_outcomes
 from worker_process import Worker, run_counts
@@ -43,15 +44,15 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def temporal_address() -> Iterator[str]:
-    """One dev server for the session, on a free loopback port."""
+def temporal_address() -> str:
+    """One dev server for the session, on a free loopback port (stopped at exit)."""
     binary = local_temporal.find_binary()
     if binary is None:
         if local_temporal.required():
             pytest.fail(local_temporal.missing_reason())
         pytest.skip(local_temporal.missing_reason())
-    with local_temporal.dev_server(binary) as address:
-        yield address
+    # The conformance kit's server, one per process: shared with its Temporal drivers.
+    return kit_temporal.launch()
 
 
 @pytest.fixture
