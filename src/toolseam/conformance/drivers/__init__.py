@@ -34,6 +34,14 @@ BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "dbos-steps": ("toolseam.conformance.drivers._dbos_steps:DBOSStepsDriver", ("dbos",)),
     "google-adk": ("toolseam.conformance.drivers._google_adk:GoogleADKDriver", ("google-adk",)),
     "crewai": ("toolseam.conformance.drivers._crewai:CrewAIDriver", ("crewai",)),
+    "toolseam-temporal": (
+        "toolseam.conformance.drivers._toolseam_temporal:ToolseamTemporalDriver",
+        ("temporalio",),
+    ),
+    "temporal-activities": (
+        "toolseam.conformance.drivers._temporal_activities:TemporalActivitiesDriver",
+        ("temporalio",),
+    ),
 }
 """Built-in driver names: ``{name: ("module:attr", (distributions it needs, ...))}``."""
 
