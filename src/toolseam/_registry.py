@@ -31,7 +31,6 @@ from ._definitions import ToolDefinition, ToolSchema, check_timeout
 from ._errors import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
-    AbortError,
     ToolNotFoundError,
     ToolOutputError,
     exact_str,
@@ -638,10 +637,8 @@ class ToolRegistry:
                 try:
                     decision = await chain.start()
                 except BaseException as error:
-                    failure = _stage_failure(run, error)
-                    if failure is None:
+                    if not _stage_raised(run, error):
                         raise
-                    self._finish(run, failure)
                     return
                 finally:
                     chain.close()
@@ -670,10 +667,8 @@ class ToolRegistry:
                 try:
                     verdict = guard(run)
                 except BaseException as error:
-                    failure = _stage_failure(run, error)
-                    if failure is None:
+                    if not _stage_raised(run, error):
                         raise
-                    self._finish(run, failure)
                     return
                 if verdict is not None:
                     run._result = _denied(safe_str(verdict))
@@ -700,10 +695,8 @@ class ToolRegistry:
             # An untyped service may answer anything (cast: keep pyright from narrowing).
             answer = cast("object", await service.request(request))
         except BaseException as error:
-            failure = _stage_failure(run, error)
-            if failure is None:
+            if not _stage_raised(run, error):
                 raise
-            self._finish(run, failure)
             return _ALLOW
         # Compare only exact strings: a hostile object's __eq__ could raise.
         text = answer if type(answer) is str else None
@@ -739,10 +732,11 @@ class ToolRegistry:
             try:
                 result: object = await chain.start()
             except BaseException as error:
-                failure = _stage_failure(run, error, run._contexts)
-                if failure is None:
+                body = run._body_result
+                if body is not None:  # what the wrapper held: the body's, with all contexts
+                    body = _with_contexts(body, (*run._contexts, *body.additional_contexts))
+                if not _stage_raised(run, error, run._contexts, body):
                     raise
-                self._finish(run, failure)
                 return
             finally:
                 chain.close()
@@ -891,10 +885,8 @@ class ToolRegistry:
                 decision: object = await chain.start()
                 result = self._apply_post(result, decision, denied=run._denied)
             except BaseException as error:
-                failure = _stage_failure(run, error, result.additional_contexts)
-                if failure is None:
+                if not _stage_raised(run, error, result.additional_contexts, result):
                     raise
-                self._finish(run, failure)
                 return
             finally:
                 chain.close()
@@ -1144,24 +1136,49 @@ def _after_abort(run: Run, result: ToolResult) -> ToolResult:
     )
 
 
-def _stage_failure(
-    run: Run, error: BaseException, contexts: Sequence[JsonValue] = ()
-) -> ToolFailure | None:
-    """The final failure for what a stage raised; ``None`` for what must propagate.
+def _stage_raised(
+    run: Run,
+    error: BaseException,
+    contexts: Sequence[JsonValue] = (),
+    held: ToolResult | None = None,
+) -> bool:
+    """Settle a call whose stage raised ``error``; ``False`` when ``error`` must propagate.
 
-    An `Exception` is the stage's failure (contract §5). So is the caller's own abort
-    reason when it is a `BaseException` (``KeyboardInterrupt``, a cancellation) that a
-    stage re-raised: a reason never escapes `execute`. Anything else — the host's
-    cancellation, a real interrupt — propagates.
+    The one rule for what a pre-execute listener, a guard, the approval service, an
+    around-dispatch wrapper or a post-execute listener raises (contract §5, a stage that
+    raises its abort):
+
+    - the caller's abort raised by a stage that was told to stop — `_is_abort_reason`, the
+      body's own test: an `AbortError` or the caller's reason, once the caller's signal has
+      aborted, as ``await exec.signal.wait(); exec.signal.raise_if_aborted()`` does — is
+      cancellation, not the stage's failure. The call ends as if the stage had returned
+      and the registry had then read the caller's signal: ``ABORTED`` if the body was
+      invoked, else ``ABORTED_BEFORE_DISPATCH``, with ``contexts``; a failure already
+      established (``held``: the body's failure a wrapper held, or the dispatched result a
+      post-execute listener saw) stays. The result is not final: post-execute still runs
+      for it if it has not run yet, as for any abort noticed after a stage;
+    - any other `Exception` is the stage's failure, final: post-execute does not run;
+    - anything else (the host's cancellation, a real interrupt) propagates.
     """
+    if _is_abort_reason(run, error):
+        host = run._host
+        if error is run._caller_signal._reason or (host is not None and error is host._reason):
+            # One shared reason raised by many calls must not keep their frames alive.
+            # BaseException's own method: a reason's override (or __traceback__ setter)
+            # may raise.
+            BaseException.with_traceback(error, None)
+        if type(held) is ToolFailure and held.code not in _CANCELLATION_CODES:
+            run._result = held  # contract §5: cancellation never replaces a failure
+        else:
+            run._result = aborted_result(
+                body_invoked=run._body_invoked, additional_contexts=contexts
+            )
+        return True
     if not issubclass(type(error), Exception):
-        caller = run._caller_signal
-        if not (caller._aborted and error is caller._reason):
-            return None
-        # BaseException's own method: a reason's override (or __traceback__ setter) may raise.
-        BaseException.with_traceback(error, None)
-        error = AbortError(error)
-    return failure_from_exception(error, additional_contexts=contexts)
+        return False
+    run._result = failure_from_exception(error, additional_contexts=contexts)
+    run._final = True
+    return True
 
 
 def _log(level: int, message: str, *args: object) -> None:
