@@ -38,7 +38,7 @@ from toolseam import (
 from toolseam._batch import _input
 from toolseam._run import Run
 from toolseam._timeouts import Deadline
-from toolseam._views import _INPUT_FIELDS, ToolExecutionInput, ToolHost, mint_token
+from toolseam._views import _INPUT_FIELDS, ToolExecutionInput, ToolHost
 from toolseam.policies import timeout_policy
 
 
@@ -313,11 +313,18 @@ class TestLazyToken:
         assert exec.token is exec.token
 
 
+def _token() -> ExecutionToken:
+    """A token as the registry mints one (no public constructor)."""
+    token = object.__new__(ExecutionToken)
+    token._thread_level = 0
+    return token
+
+
 class TestBatchPool:
     def test_the_batch_builds_each_input_as_its_constructor_would(self) -> None:
         assert tuple(f.name for f in dataclasses.fields(ToolExecutionInput)) == _INPUT_FIELDS
         signal = AbortController().signal
-        values = ("c1", "p", {"text": "x"}, signal, "root", object(), mint_token(None), ToolHost())
+        values = ("c1", "p", {"text": "x"}, signal, "root", object(), _token(), ToolHost())
         built = _input(*values)
         assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
         assert type(built) is ToolExecutionInput

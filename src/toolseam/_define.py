@@ -412,11 +412,6 @@ class DefinedTool(Generic[A, R]):
             return self._render(args, value)
         return render_value(value)
 
-    @property
-    def has_concurrency_option(self) -> bool:
-        """Whether ``is_concurrency_safe`` was given (without it every call is exclusive)."""
-        return self._is_concurrency_safe is not None
-
     def is_concurrency_safe(self, args: A, /) -> bool:
         """Only an exact ``True`` from the ``is_concurrency_safe`` option counts."""
         if self._is_concurrency_safe is None:

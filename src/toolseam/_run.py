@@ -52,7 +52,7 @@ Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | No
 # collected body coroutine whose ``finally`` checks ``exec.signal``). So each section
 # allocates first and then publishes its result in stores that allocate nothing.
 _fusing = threading.RLock()
-_new_token = object.__new__  # ExecutionToken without its guarding __init__, as mint_token
+_new_token = object.__new__  # ExecutionToken without its guarding __init__
 
 
 @final
