@@ -9,16 +9,21 @@ costs: the snapshot, the validation, the call):
   a list of line objects and a list of tags;
 * ``dict of lists``: an object of 100 keys, each holding a list of numbers;
 * ``deep chains``: a list of chains, each 50 objects deep (a level, a label, the next);
-* ``wide object``: one object of 10,000 keys (ints at 100 KB, strings at 1 MB).
+* ``wide object``: one object of 10,000 keys (ints at 100 KB, strings at 1 MB);
+* ``shared records``: the nested records as a Python caller builds them with
+  ``dict(item, id=i)``: every record shares one owner, address, lines and tags with the
+  others (the same JSON as unshared records; the C pass copies each occurrence).
 
 Contenders, interleaved round by round in one process (asyncio only: autogen-core is
 asyncio-only): ``toolseam`` (`ToolRegistry.execute` of a ``define_tool`` tool, no stage
 registered), ``toolseam+pre`` (the same with a pre-execute listener that reads the
 arguments, so their snapshot is taken before the body runs; informational) and ``autogen``
 (``FunctionTool.run_json`` of a function with the same signature). Targets: toolseam ÷
-autogen <= 3x at 100 KB and <= 4x at 1 MB for every shape.
+autogen <= 3x at 100 KB and <= 4x at 1 MB for every shape, and <= 2x at 100 KB for shared
+records.
 
     python benchmarks/bench_shapes.py
+    python benchmarks/bench_shapes.py --shape "shared records" --size 100000
     python benchmarks/bench_shapes.py --ab /tmp/base/src   # and another copy, as "B"
 
 ``--ab DIR`` imports the toolseam package in ``DIR`` as a second contender (see
@@ -119,6 +124,11 @@ def nested_records(size: int) -> dict[str, Any]:
     return {"records": [_record(i) for i in range(size // 390)]}
 
 
+def shared_records(size: int) -> dict[str, Any]:
+    item = _record(0)
+    return {"records": [dict(item, id=i) for i in range(size // 390)]}
+
+
 def dict_of_lists(size: int) -> dict[str, Any]:
     per_key = size // 100 // 9
     return {
@@ -190,6 +200,7 @@ class Shape:
     build: Callable[[int], dict[str, Any]]
     args_type: Any
     function: Callable[..., Awaitable[int]]
+    limits: dict[int, float] | None = None  # size -> target, where it differs from LIMITS
 
 
 SHAPES = (
@@ -198,6 +209,7 @@ SHAPES = (
     Shape("dict of lists", dict_of_lists, ColumnArgs, _columns),
     Shape("deep chains", deep_chains, ChainArgs, _chains),
     Shape("wide object", wide_object, WideArgs, _fields),
+    Shape("shared records", shared_records, RecordArgs, _records, {100_000: 2.0}),
 )
 
 
@@ -290,13 +302,24 @@ def _label(size: int) -> str:
     return "100 KB" if size < 500_000 else "1 MB"
 
 
-def run(*, quick: bool = False, other: ModuleType | None = None) -> list[Check]:
+def run(
+    *,
+    quick: bool = False,
+    other: ModuleType | None = None,
+    shapes: list[str] | None = None,
+    sizes: list[int] | None = None,
+) -> list[Check]:
     rounds = 3 if quick else 15
     checks: list[Check] = []
     rows: list[str] = []
-    for size, limit in LIMITS.items():
+    for size, default_limit in LIMITS.items():
+        if sizes and size not in sizes:
+            continue
         calls = (2 if quick else 20) if size < 500_000 else (1 if quick else 3)
         for shape in SHAPES:
+            if shapes and shape.name not in shapes:
+                continue
+            limit = (shape.limits or {}).get(size, default_limit)
             series, length = asyncio.run(_measure(shape, size, rounds, calls, other))
             by_name = {s.name: s for s in series}
             autogen = by_name["autogen"]
@@ -335,6 +358,12 @@ def main() -> None:
     options.add_argument(
         "--ab", type=Path, default=None, help="the directory that holds another toolseam/"
     )
+    options.add_argument(
+        "--shape", action="append", choices=[s.name for s in SHAPES], help="only these shapes"
+    )
+    options.add_argument(
+        "--size", action="append", type=int, choices=list(LIMITS), help="only these sizes"
+    )
     args = options.parse_args()
     other = None
     if args.ab is not None:
@@ -342,7 +371,7 @@ def main() -> None:
 
         other = ab_overhead.load_copy(args.ab)
     print(_harness.machine_summary())
-    checks = run(quick=args.quick, other=other)
+    checks = run(quick=args.quick, other=other, shapes=args.shape, sizes=args.size)
     print()
     _harness.print_checks(checks)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -16,6 +17,7 @@ from toolseam import (
     AbortController,
     AbortSignal,
     Accept,
+    Allow,
     ApprovalAnswer,
     ApprovalRequest,
     Ask,
@@ -291,6 +293,247 @@ class TestAfterDispatch:
         registry.on_post_execute(post)
         result = await registry.execute(make_input(signal=controller.signal))
         assert code_of(result) == TOOL_ABORTED_BEFORE_DISPATCH
+
+
+class TestStageRaisedAbort:
+    """Contract §5: a stage that raises the caller's abort is cancelled like a body.
+
+    Each stage honours its signal the idiomatic way (``await exec.signal.wait();
+    exec.signal.raise_if_aborted()``) while the caller aborts from outside: the call ends
+    ``ABORTED_BEFORE_DISPATCH`` before the body, ``ABORTED`` after it, never the stage's
+    failure, and post-execute still runs when it has not.
+    """
+
+    @staticmethod
+    async def aborted_while_waiting(
+        registry: ToolRegistry, entered: anyio.Event, *, tool: str = "echo"
+    ) -> ToolResult:
+        controller = AbortController()
+        results: list[ToolResult] = []
+
+        async def call() -> None:
+            results.append(await registry.execute(make_input(tool, signal=controller.signal)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await entered.wait()
+            controller.abort("stop")
+        return results[0]
+
+    @staticmethod
+    def post_recorder(registry: ToolRegistry, trace: list[str]) -> None:
+        async def post(
+            exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+        ) -> PostDecision:
+            trace.append("post")
+            return Accept(additional_contexts=[{"from": "post"}])
+
+        registry.on_post_execute(post)
+
+    @pytest.mark.parametrize("where", ["before next", "after next"])
+    async def test_pre_execute_listener(self, where: str) -> None:
+        registry, published, trace = registry_with_echo()
+        entered = anyio.Event()
+
+        async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            decision = await next() if where == "after next" else None
+            entered.set()
+            await exec.signal.wait()
+            exec.signal.raise_if_aborted()
+            return decision or Allow()
+
+        registry.on_pre_execute(pre)
+        self.post_recorder(registry, trace)
+        result = await self.aborted_while_waiting(registry, entered)
+        assert code_of(result) == TOOL_ABORTED_BEFORE_DISPATCH
+        assert trace == ["post"]
+        assert list(result.additional_contexts) == [{"from": "post"}]
+        assert published.only is result
+
+    async def test_approval_service(self) -> None:
+        entered = anyio.Event()
+
+        class Service:
+            async def request(self, request: ApprovalRequest, /) -> ApprovalAnswer:
+                entered.set()
+                await request.signal.wait()
+                request.signal.raise_if_aborted()
+                return "allowed-once"
+
+        registry = ToolRegistry(approval=Service())
+        trace: list[str] = []
+
+        @define_tool(name="echo", description="")
+        async def echo(args: TextArgs, exec: ToolRunContext) -> str:
+            trace.append("body")
+            return args["text"]
+
+        async def ask(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            return Ask("check")
+
+        registry.register(echo)
+        registry.on_pre_execute(ask)
+        self.post_recorder(registry, trace)
+        result = await self.aborted_while_waiting(registry, entered)
+        assert code_of(result) == TOOL_ABORTED_BEFORE_DISPATCH
+        assert trace == ["post"]
+
+    async def test_guard(self) -> None:
+        registry, published, trace = registry_with_echo()
+        entered = anyio.Event()
+
+        async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            entered.set()
+            await exec.signal.wait()  # the abort lands here; the guard then honours it
+            return await next()
+
+        def guard(exec: ToolExecution) -> str | None:
+            trace.append("guard")
+            exec.signal.raise_if_aborted()
+            return None
+
+        registry.on_pre_execute(pre)
+        registry.add_guard(guard)
+        registry.add_guard(lambda exec: trace.append("second guard") or None)
+        self.post_recorder(registry, trace)
+        result = await self.aborted_while_waiting(registry, entered)
+        assert code_of(result) == TOOL_ABORTED_BEFORE_DISPATCH
+        assert trace == ["guard", "post"]
+        assert published.only is result
+
+    async def test_wrapper_before_delegating(self) -> None:
+        registry, published, trace = registry_with_echo()
+        entered = anyio.Event()
+
+        async def wrap(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            entered.set()
+            await exec.signal.wait()
+            exec.signal.raise_if_aborted()
+            return await next()
+
+        registry.on_execute(wrap)
+        self.post_recorder(registry, trace)
+        result = await self.aborted_while_waiting(registry, entered)
+        assert code_of(result) == TOOL_ABORTED_BEFORE_DISPATCH
+        assert trace == ["post"]
+        assert published.only is result
+
+    async def test_wrapper_after_the_body(self) -> None:
+        registry = ToolRegistry()
+        trace: list[str] = []
+        entered = anyio.Event()
+
+        @define_tool(name="t", description="")
+        async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            trace.append("body")
+            exec.defer_context({"from": "body"})
+            return "v"
+
+        async def wrap(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            result = await next()
+            entered.set()
+            await exec.signal.wait()
+            exec.signal.raise_if_aborted()
+            return result
+
+        registry.register(tool)
+        registry.on_execute(wrap)
+        self.post_recorder(registry, trace)
+        result = await self.aborted_while_waiting(registry, entered, tool="t")
+        assert code_of(result) == TOOL_ABORTED
+        assert trace == ["body", "post"]
+        assert list(result.additional_contexts) == [{"from": "body"}, {"from": "post"}]
+
+    async def test_wrapper_holding_the_body_s_failure_keeps_it(self) -> None:
+        registry = ToolRegistry()
+        entered = anyio.Event()
+
+        @define_tool(name="t", description="")
+        async def tool(args: TextArgs, exec: ToolRunContext) -> str:
+            raise OSError("disk full")
+
+        async def wrap(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            result = await next()
+            entered.set()
+            await exec.signal.wait()
+            exec.signal.raise_if_aborted()
+            return result
+
+        registry.register(tool)
+        registry.on_execute(wrap)
+        result = await self.aborted_while_waiting(registry, entered, tool="t")
+        assert isinstance(result, ToolFailure)
+        assert result.error.message == "disk full"
+
+    async def test_post_execute_listener(self) -> None:
+        registry, published, trace = registry_with_echo()
+        entered = anyio.Event()
+
+        async def post(
+            exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+        ) -> PostDecision:
+            entered.set()
+            await exec.signal.wait()
+            exec.signal.raise_if_aborted()
+            return await next()
+
+        async def wrap(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            result = await next()
+            return replace(result, additional_contexts=[{"from": "wrapper"}])
+
+        registry.on_execute(wrap)
+        registry.on_post_execute(post)
+        result = await self.aborted_while_waiting(registry, entered)
+        assert code_of(result) == TOOL_ABORTED
+        assert trace == ["body"]
+        assert list(result.additional_contexts) == [{"from": "wrapper"}]
+        assert published.only is result
+
+    async def test_post_execute_listener_after_a_denial_keeps_the_denial(self) -> None:
+        registry, _, trace = registry_with_echo()
+        entered = anyio.Event()
+
+        async def deny(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
+            return Deny("no")
+
+        async def post(
+            exec: ToolExecution, result: ToolResult, next: Next[PostDecision]
+        ) -> PostDecision:
+            entered.set()
+            await exec.signal.wait()
+            exec.signal.raise_if_aborted()
+            return await next()
+
+        registry.on_pre_execute(deny)
+        registry.on_post_execute(post)
+        result = await self.aborted_while_waiting(registry, entered)
+        assert isinstance(result, ToolFailure)
+        assert result.error.message == "tool call denied: no"
+        assert trace == []
+
+    async def test_a_wrapper_s_own_signal_is_not_the_caller_s_abort(self) -> None:
+        """The caller's signal decides: a replaced signal's abort raised is a failure."""
+        registry, published, trace = registry_with_echo()
+        own = AbortController()
+
+        async def outer(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            own.abort("my deadline")
+            exec.signal = own.signal
+            return await next()
+
+        async def inner(exec: ToolDispatchExecution, next: Next[ToolResult]) -> ToolResult:
+            exec.signal.raise_if_aborted()
+            return await next()
+
+        registry.on_execute(outer)
+        registry.on_execute(inner)
+        self.post_recorder(registry, trace)
+        result = await registry.execute(make_input(signal=AbortController().signal))
+        assert isinstance(result, ToolFailure)
+        assert code_of(result) is None
+        assert result.error.message == "operation aborted: my deadline"
+        assert trace == []  # a stage's failure is final: no post-execute
+        assert published.only is result
 
 
 class TestFailuresAreNeverReplaced:

@@ -756,11 +756,11 @@ async def test_a_leftover_thread_s_event_posted_after_the_call_settled_is_droppe
     """Regression: a thread the body left behind passed the body's check, then posted its
     event after the call had settled; it reached the caller's host (found by the kit's
     review, issue 26.6)."""
-    import toolseam._reach
+    import toolseam._delivery
 
     checked = threading.Event()  # the leftover thread passed exec.progress's check
     settled = threading.Event()  # the call has returned
-    original = toolseam._reach.Reach.emit
+    original = toolseam._delivery.Delivery.emit
 
     def emit_late(self: Any, exec: ToolExecution, event: ToolEvent) -> None:
         if threading.current_thread().name == "leftover":
@@ -768,7 +768,7 @@ async def test_a_leftover_thread_s_event_posted_after_the_call_settled_is_droppe
             settled.wait()
         original(self, exec, event)
 
-    monkeypatch.setattr(toolseam._reach.Reach, "emit", emit_late)
+    monkeypatch.setattr(toolseam._delivery.Delivery, "emit", emit_late)
     leftover_threads: list[threading.Thread] = []
 
     @define_tool(name="leaves", description="")

@@ -768,7 +768,8 @@ class TestBaseExceptionReasons:
         assert published.only is results[0]
 
     @pytest.mark.parametrize("reason", list(BASE_REASONS))
-    async def test_raised_by_a_stage_is_that_stage_s_failure(self, reason: str) -> None:
+    async def test_raised_by_a_stage_is_cancellation(self, reason: str) -> None:
+        """Contract §5: a stage raising the caller's reason is cancelled, like a body."""
         registry, published, trace = registry_with_echo()
         caller = AbortController()
 
@@ -778,8 +779,7 @@ class TestBaseExceptionReasons:
 
         registry.on_pre_execute(pre)
         result = await registry.execute(make_input(signal=caller.signal))
-        assert isinstance(result, ToolFailure)
-        assert result.error.message.startswith("operation aborted: ")
+        assert code_of(result) == TOOL_ABORTED_BEFORE_DISPATCH
         assert published.only is result
         assert trace == []
 

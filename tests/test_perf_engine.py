@@ -36,9 +36,9 @@ from toolseam import (
     run_tool_calls,
 )
 from toolseam._batch import _input
-from toolseam._run import Run
+from toolseam._run import CallState
 from toolseam._timeouts import Deadline
-from toolseam._views import _INPUT_FIELDS, ToolExecutionInput, ToolHost, mint_token
+from toolseam._views import _INPUT_FIELDS, ToolExecutionInput, ToolHost
 from toolseam.policies import timeout_policy
 
 
@@ -168,7 +168,7 @@ class TestDeadlineBeforeTheFirstRead:
     def _registry(body_steps: list[str], caller: AbortController) -> ToolRegistry:
         @define_tool(name="t", description="", timeout=3600)
         async def body(args: TextArgs, exec: ToolRunContext) -> str:
-            assert isinstance(exec, Run)
+            assert isinstance(exec, CallState)
             deadline = exec._deadline
             assert isinstance(deadline, Deadline)
             for step in body_steps:
@@ -219,10 +219,10 @@ class TestDeadlineBeforeTheFirstRead:
         caller = AbortController()
         registry = self._registry(["deadline passes", "caller aborts"], caller)
         registry.on_execute(timeout_policy(registry))
-        chains: list[Run] = []
+        chains: list[CallState] = []
         dispatch = ToolRegistry._dispatch
 
-        async def counted(self: ToolRegistry, run: Run) -> None:
+        async def counted(self: ToolRegistry, run: CallState) -> None:
             chains.append(run)
             await dispatch(self, run)
 
@@ -253,10 +253,10 @@ class TestDeadlineBeforeTheFirstRead:
                 return await next()
 
             registry.on_execute(around, prepend=True)  # the policy stays innermost
-        chains: list[Run] = []
+        chains: list[CallState] = []
         dispatch = ToolRegistry._dispatch
 
-        async def counted(self: ToolRegistry, run: Run) -> None:
+        async def counted(self: ToolRegistry, run: CallState) -> None:
             chains.append(run)
             await dispatch(self, run)
 
@@ -313,11 +313,18 @@ class TestLazyToken:
         assert exec.token is exec.token
 
 
+def _token() -> ExecutionToken:
+    """A token as the registry mints one (no public constructor)."""
+    token = object.__new__(ExecutionToken)
+    token._thread_level = 0
+    return token
+
+
 class TestBatchPool:
     def test_the_batch_builds_each_input_as_its_constructor_would(self) -> None:
         assert tuple(f.name for f in dataclasses.fields(ToolExecutionInput)) == _INPUT_FIELDS
         signal = AbortController().signal
-        values = ("c1", "p", {"text": "x"}, signal, "root", object(), mint_token(None), ToolHost())
+        values = ("c1", "p", {"text": "x"}, signal, "root", object(), _token(), ToolHost())
         built = _input(*values)
         assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
         assert type(built) is ToolExecutionInput

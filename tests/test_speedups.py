@@ -1,7 +1,8 @@
 """toolseam._speedups.copy_json, the C pass over large arguments (contract §5.2).
 
-It copies what the Python fast path accepts and returns ``None`` for everything else, so
-that the Python walks decide. These tests pin it to the full walk: on generated values of
+It copies what the Python fast path accepts, shared (acyclic) containers copied at each
+occurrence within a budget, and returns ``None`` for everything else, so that the Python
+walks decide. These tests pin it to the full walk: on generated values of
 every shape (tests/test_perf_levels.py's strategies, odd leaves and keys included) it
 either builds exactly the full walk's snapshot, with the same container types and the
 exact text flag, or gives up; it never accepts a value the full walk refuses. They also
@@ -22,6 +23,7 @@ from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from support import walk
 from test_perf_levels import shapes
@@ -102,6 +104,32 @@ def test_lists_of_objects_are_copied_or_left_alone(value: object) -> None:
     _check({"items": value})
 
 
+def _share(parts: tuple[object, object, int]) -> object:
+    """A DAG: ``shared`` in several places of one value, at several depths."""
+    shared, other, times = parts
+    return {"a": shared, "b": [shared] * times, "c": {"d": [other, shared], "e": (shared,)}}
+
+
+shared_values = st.tuples(
+    st.one_of(st.lists(values, max_size=4), st.dictionaries(st.text(max_size=4), values)),
+    values,
+    st.integers(1, 5),
+).map(_share)
+
+
+@needs_c
+@given(shared_values)
+def test_shared_containers_are_copied_as_the_full_walk_builds_them(value: object) -> None:
+    _check(value)
+
+
+@needs_c
+@given(st.lists(st.integers(-100, 100), max_size=5), st.integers(2, 50))
+def test_shared_containers_of_plain_json_are_taken(tags: list[int], count: int) -> None:
+    item = {"id": 0, "tags": tags, "owner": {"name": "x", "tags": tags}}
+    assert _check({"records": [dict(item, id=i) for i in range(count)]})
+
+
 def repr_type(value: object) -> str:
     return type(value).__name__
 
@@ -168,13 +196,70 @@ def test_the_largest_ints_of_64_bits_are_taken() -> None:
 
 
 @needs_c
-def test_a_container_met_twice_or_a_cycle_is_left_to_the_python_walk() -> None:
-    shared = {"x": 1}
-    assert _c({"a": shared, "b": shared}) is None
-    assert _c([[], []]) is not None  # two equal containers are not one met twice
+def test_a_container_met_twice_is_copied_at_each_occurrence() -> None:
+    shared = {"x": [1, "é"]}
+    for frozen in (True, False):
+        copied = _c({"a": shared, "b": [shared, (shared,)]}, frozen)
+        assert copied is not None
+        value, utf8 = copied
+        assert value == {"a": shared, "b": [shared, [shared]]}
+        assert utf8 is True
+        assert value["a"] is not value["b"][0]  # separate copies, equal (snapshots: immutable)
+        assert value["a"] is not shared
+        assert not any(gc.is_tracked(c) for c in _containers(value))
+    records = [dict({"id": 0, "tags": ["a", "b"]}, id=i) for i in range(100)]
+    assert _check({"records": records})
+
+
+@needs_c
+def test_a_cycle_is_left_to_the_python_walk() -> None:
     cyclic: list[object] = []
     cyclic.append(cyclic)
-    assert _c({"loop": cyclic}) is None
+    looped: dict[str, object] = {}
+    looped["inner"] = [{"back": looped}]
+    shared: list[object] = [1]
+    behind: list[object] = [shared, shared]
+    shared.append({"up": behind})  # a cycle through a container met twice
+    for value in ({"loop": cyclic}, looped, {"a": behind}):
+        assert _c(value) is None
+        assert _c(value, frozen=False) is None
+        with pytest.raises(_json.MaterializationError, match=r": cycle detected$"):
+            materialize(value)
+
+
+def _repeated(count: int, size: int) -> list[list[int]]:
+    """A list of ``count`` references to one list of ``size`` items."""
+    inner = list(range(size))
+    return [inner] * count
+
+
+@needs_c
+def test_sharing_is_copied_within_its_budget() -> None:
+    # 721 repeats of 100 items = 72,100 <= 65,536 + 8 x (722 + 100) first-time items; one
+    # more is past the budget (_speedups.c, REPEAT_BASE and REPEAT_FACTOR).
+    assert _check(_repeated(722, 100))
+    assert _c(_repeated(723, 100)) is None
+    assert _c(_repeated(723, 100), frozen=False) is None
+    assert materialize(_repeated(723, 100)) == _repeated(723, 100)  # the Python walk
+
+
+@needs_c
+@pytest.mark.parametrize(("levels", "taken"), [(10, True), (14, True), (40, False), (400, False)])
+def test_an_exponential_dag_is_refused_within_the_budget(levels: int, taken: bool) -> None:
+    # Each level holds the one below twice: 2**levels occurrences of the innermost list.
+    # The C pass copies each occurrence until the budget runs out, then gives up, and the
+    # Python walk, which copies each container once, builds the snapshot.
+    value: object = ["leaf"]
+    for _ in range(levels):
+        value = [value, value]
+    assert (_c(value) is not None) is taken
+    snapshot = materialize(value)
+    node = snapshot
+    for _ in range(levels):
+        assert type(node) is FrozenList
+        assert len(node) == 2
+        node = node[0]
+    assert node == ["leaf"]
 
 
 @needs_c
@@ -235,17 +320,26 @@ def test_no_reference_is_leaked_on_any_path() -> None:
     leaf = "a leaf of its own " + str(id(object()))
     key = "a key of its own " + str(id(object()))
     good = {key: [leaf, {key: leaf}], "n": [leaf] * 10}
-    shared = {"x": leaf}
+    shared = {"x": leaf, key: [leaf]}
+    good_shared = {key: [shared, shared, {key: shared}]}
+    cyclic: list[object] = [leaf]
+    cyclic.append({key: cyclic})
+    dag: object = [leaf]
+    for _ in range(30):
+        dag = [dag, {key: dag}]
     bad = [
         {key: [leaf, {key: math.nan}]},
         {key: [leaf, leaf, _Str("x")]},
-        {key: leaf, "again": [shared, shared]},
+        {key: leaf, "again": [shared, shared, {key: math.nan}]},
+        {key: [shared, cyclic]},
+        {key: dag},
     ]
     gc.collect()
     before = sys.getrefcount(leaf), sys.getrefcount(key)
     for _ in range(200):
         for frozen in (True, False):
             assert _c(good, frozen) is not None
+            assert _c(good_shared, frozen) is not None
             for value in bad:
                 assert _c(value, frozen) is None
     gc.collect()

@@ -20,7 +20,7 @@ import anyio.lowlevel
 from ._errors import exact_str, type_name
 from ._registry import ToolRegistry
 from ._results import ToolResult
-from ._run import Run
+from ._run import CallState
 from ._signals import AbortController, AbortSignal
 from ._views import (
     ExecutionToken,
@@ -195,7 +195,7 @@ async def run_tool_calls(
             raise held[0]
 
 
-def _publish(registry: ToolRegistry, run: Run, held: list[BaseException]) -> ToolResult:
+def _publish(registry: ToolRegistry, run: CallState, held: list[BaseException]) -> ToolResult:
     """Publish ``run``'s result; hold an interrupt an observer raised, not the batch.
 
     `ToolRegistry._publish` raises a ``KeyboardInterrupt`` or ``SystemExit`` only after
@@ -288,7 +288,7 @@ class _Started:
 
     __slots__ = ("index", "run", "state")
 
-    def __init__(self, index: int, run: Run) -> None:
+    def __init__(self, index: int, run: CallState) -> None:
         self.index = index
         self.run = run
         self.state = _BEFORE

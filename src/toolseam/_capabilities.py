@@ -4,7 +4,7 @@ The data that crosses the seam between a body and the caller's `ToolHost` (contr
 "Capabilities"): the events a body reports (`ProgressEvent`, `LogEvent`), the requests it
 makes (`ElicitationRequest`, `SamplingRequest`) and the answers it gets back (`Elicited`,
 `Sampled`). Every field is frozen JSON or a plain immutable value, so a host may keep them.
-This module builds and checks them; `_reach` delivers them.
+This module builds and checks them; `_delivery` delivers them.
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def elicitation_request(message: object, schema: object) -> tuple[ElicitationReq
         validate: Validator = adapter.validate_python
     elif isinstance(schema, Mapping):
         json_schema = cast("Mapping[str, object]", schema)
-        validate = functools.partial(_flat_object, json_schema)
+        validate = functools.partial(_check_flat_object_answer, json_schema)
     else:
         raise TypeError(
             "elicit(): `schema` must be a type (TypedDict, dataclass, pydantic model) or a "
@@ -305,7 +305,7 @@ _JSON_TYPES: Mapping[str, tuple[type, ...]] = {
 }
 
 
-def _flat_object(schema: Mapping[str, object], content: JsonValue) -> JsonValue:
+def _check_flat_object_answer(schema: Mapping[str, object], content: JsonValue) -> JsonValue:
     """Check an answer against a JSON Schema of the shape MCP elicitation allows.
 
     MCP asks for flat objects of primitive properties (``string``, ``number``,

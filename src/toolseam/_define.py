@@ -23,7 +23,7 @@ from ._definitions import ToolDefinition, check_timeout
 from ._errors import ToolArgsError, ToolOutputError, safe_str
 from ._json import JsonValue, MaterializationError, materialize, text_is_utf8
 from ._results import ContentBlock, ToolResult, render_value
-from ._run import Run
+from ._run import CallState
 from ._threads import run_in_worker_thread
 from ._views import ToolExecution, ToolRunContext
 
@@ -363,7 +363,7 @@ class DefinedTool(Generic[A, R]):
         return self._run_sync(args, exec)
 
     async def _run_sync(self, args: A, exec: ToolRunContext, /) -> R:
-        assert isinstance(exec, Run)
+        assert isinstance(exec, CallState)
         return await run_in_worker_thread(exec, functools.partial(self._body, args, exec))
 
     def serialize_output(self, output: R, /) -> JsonValue:
@@ -411,11 +411,6 @@ class DefinedTool(Generic[A, R]):
         if self._render is not None:
             return self._render(args, value)
         return render_value(value)
-
-    @property
-    def has_concurrency_option(self) -> bool:
-        """Whether ``is_concurrency_safe`` was given (without it every call is exclusive)."""
-        return self._is_concurrency_safe is not None
 
     def is_concurrency_safe(self, args: A, /) -> bool:
         """Only an exact ``True`` from the ``is_concurrency_safe`` option counts."""

@@ -26,7 +26,7 @@ import logging
 from typing import Protocol
 
 from ._results import ToolResult
-from ._run import Run
+from ._run import CallState
 
 __all__ = ["CallHook", "Entered", "enter_body", "leave_body", "published", "started"]
 
@@ -40,11 +40,11 @@ class CallHook(Protocol):
     may see a call it never saw start (installed meanwhile): it must cope.
     """
 
-    def call_started(self, run: Run, /) -> None:
+    def call_started(self, run: CallState, /) -> None:
         """The call has entered the registry; its arguments are not materialized yet."""
         ...
 
-    def body_entered(self, run: Run, /) -> object:
+    def body_entered(self, run: CallState, /) -> object:
         """The body is about to be called, in the task that awaits it.
 
         Returns what `body_left` needs to undo it; ``None`` when nothing was done (then
@@ -52,11 +52,11 @@ class CallHook(Protocol):
         """
         ...
 
-    def body_left(self, run: Run, undo: object, /) -> None:
+    def body_left(self, run: CallState, undo: object, /) -> None:
         """The body has settled (or the host cancelled it); same task as `body_entered`."""
         ...
 
-    def call_published(self, run: Run, result: ToolResult, /) -> None:
+    def call_published(self, run: CallState, result: ToolResult, /) -> None:
         """The call's one result is final and has been handed to the observers."""
         ...
 
@@ -67,7 +67,7 @@ def _contain(hook: CallHook, error: Exception) -> None:
         logger.error("call hook %r raised; contained", hook, exc_info=error)
 
 
-def started(hooks: tuple[CallHook, ...], run: Run) -> None:
+def started(hooks: tuple[CallHook, ...], run: CallState) -> None:
     """Tell every hook that ``run`` has entered the registry."""
     for hook in hooks:
         try:
@@ -80,7 +80,7 @@ Entered = list[tuple[CallHook, object]]
 """What `enter_body` did: each hook that made something current, and how to undo it."""
 
 
-def enter_body(hooks: tuple[CallHook, ...], run: Run) -> Entered | None:
+def enter_body(hooks: tuple[CallHook, ...], run: CallState) -> Entered | None:
     """Let every hook make something current for the body; ``None`` if none did.
 
     Called in the task that is about to call and await the body; `leave_body` is called
@@ -102,7 +102,7 @@ def enter_body(hooks: tuple[CallHook, ...], run: Run) -> Entered | None:
     return entered
 
 
-def leave_body(entered: Entered, run: Run) -> None:
+def leave_body(entered: Entered, run: CallState) -> None:
     """Undo what `enter_body` did, innermost first."""
     for hook, undo in reversed(entered):
         try:
@@ -111,7 +111,7 @@ def leave_body(entered: Entered, run: Run) -> None:
             _contain(hook, error)
 
 
-def published(hooks: tuple[CallHook, ...], run: Run, result: ToolResult) -> None:
+def published(hooks: tuple[CallHook, ...], run: CallState, result: ToolResult) -> None:
     """Tell every hook that ``run`` has published ``result``."""
     for hook in hooks:
         try:

@@ -428,7 +428,7 @@ def materialize_arguments(value: object, plain: bool = False) -> tuple[JsonValue
     With ``plain``, an object may come back as a plain ``dict`` of plain containers instead:
     a private copy, checked exactly as the snapshot would be, that `materialize` turns into
     that snapshot when it is needed. The registry asks for one when nothing can read the
-    arguments before the tool body (see `toolseam._run.Run`). The C pass makes one of any
+    arguments before the tool body (see `toolseam._run.CallState`). The C pass makes one of any
     object it takes; the Python walks only of a large one (see `_large`).
     """
     kind = type(value)

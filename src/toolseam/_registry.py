@@ -28,10 +28,10 @@ from ._chain import Chain
 from ._decisions import Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision, ReplaceValue
 from ._define import DefinedTool
 from ._definitions import ToolDefinition, ToolSchema, check_timeout
+from ._delivery import Delivery
 from ._errors import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
-    AbortError,
     ToolNotFoundError,
     ToolOutputError,
     exact_str,
@@ -39,7 +39,6 @@ from ._errors import (
     type_name,
 )
 from ._json import JsonValue, MaterializationError, materialize, materialize_arguments
-from ._reach import Reach
 from ._registration import Registration
 from ._results import (
     ToolFailure,
@@ -51,7 +50,7 @@ from ._results import (
     render_value,
     rendered_success,
 )
-from ._run import DispatchView, Run, _body_failure, _is_abort_reason
+from ._run import CallState, DispatchView, _body_failure, _is_abort_reason
 from ._signals import AbortController, AbortSignal
 from ._stages import (
     AroundDispatch,
@@ -167,7 +166,7 @@ class ToolRegistry:
         self._hooks: tuple[_hooks.CallHook, ...] = ()  # tracing hook: see _hooks
         # Whether no stage can read a call's arguments before its body: then a large
         # argument is taken as a private plain copy, checked now and frozen only if read
-        # (see Run.arguments). Kept current by every registration that changes it.
+        # (see CallState.arguments). Kept current by every registration that changes it.
         self._only_the_tool_reads = True
 
     # -- setup -------------------------------------------------------------------------
@@ -435,7 +434,7 @@ class ToolRegistry:
     # coroutine. An awaited stage settles and publishes the call's one result if the
     # awaiting task is cancelled inside it.
 
-    def _stage_before(self, run: Run) -> Awaitable[object] | None:
+    def _stage_before(self, run: CallState) -> Awaitable[object] | None:
         """Pre-execute, approval and guards; then the caller's signal decides."""
         if run._result is not None:
             return None
@@ -447,7 +446,7 @@ class ToolRegistry:
             run._result = aborted_result(body_invoked=False)
         return None
 
-    def _stage_dispatch(self, run: Run) -> Awaitable[object] | None:
+    def _stage_dispatch(self, run: CallState) -> Awaitable[object] | None:
         """The around-dispatch chain and the body, unless a result is already fixed."""
         if run._result is not None:
             return None
@@ -469,7 +468,7 @@ class ToolRegistry:
         # (`stage=True`), one coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
         return self._invoke_body(run, True)
 
-    def _stage_after(self, run: Run, *, checkpoint: bool = True) -> Awaitable[object] | None:
+    def _stage_after(self, run: CallState, *, checkpoint: bool = True) -> Awaitable[object] | None:
         """Post-execute, then `_publish` is next.
 
         A call settled early (pre-aborted, bad arguments, a raising stage) may not have
@@ -487,7 +486,7 @@ class ToolRegistry:
             run._result = _after_abort(run, result)
         return None
 
-    async def _guarded(self, run: Run, step: Awaitable[None]) -> None:
+    async def _guarded(self, run: CallState, step: Awaitable[None]) -> None:
         """Await one stage: what escapes it still ends in the call's one result."""
         try:
             await step
@@ -497,7 +496,7 @@ class ToolRegistry:
             self._settle_interrupted(run)
             raise
 
-    def _fail_unexpectedly(self, run: Run, error: Exception) -> None:
+    def _fail_unexpectedly(self, run: CallState, error: Exception) -> None:
         """An exception got past a stage's own handling: still exactly one failure.
 
         Stages turn what listeners, bodies and services raise into results themselves; this
@@ -510,7 +509,7 @@ class ToolRegistry:
         run._signal = run._caller_signal
         self._finish(run, failure_from_exception(error, additional_contexts=run._contexts))
 
-    def _skip_run(self, input: ToolExecutionInput) -> Run:
+    def _skip_run(self, input: ToolExecutionInput) -> CallState:
         """The run of a call a batch never started, settled `ABORTED_BEFORE_DISPATCH`.
 
         Its one result is still to be published (`_publish`).
@@ -532,7 +531,7 @@ class ToolRegistry:
         root_call_id: str,
         signal: AbortSignal,
         host: object,
-    ) -> Run:
+    ) -> CallState:
         # contract §5.1: the definition visible *now* supplies finalize_content.
         definition = self._tools.get(name)
         if definition is None:
@@ -545,17 +544,17 @@ class ToolRegistry:
             finalizer = definition.finalize_content
         parent = input.parent
         listeners = self._events.items
-        # A call nobody listens to carries no Reach: exec.progress() then costs a check.
+        # A call nobody listens to carries no Delivery: exec.progress() then costs a check.
         if host is None:
-            reach = Reach(None, listeners) if listeners else None
+            reach = Delivery(None, listeners) if listeners else None
         else:
             # An untyped caller's garbage is left out here and fails the call in _start.
-            reach = Reach(host if type(host) is ToolHost else None, listeners)
+            reach = Delivery(host if type(host) is ToolHost else None, listeners)
         # wait_idle(): counted into the current generation. Read and increment with nothing
         # between that could let another thread's wait_idle() run (no call: see _left).
         epoch = self._epoch
         self._in_flight[epoch] += 1
-        run = Run(
+        run = CallState(
             # A nested call inherits its parent's thread level (see _threads).
             parent._thread_level if type(parent) is ExecutionToken else 0,
             call_id,
@@ -572,7 +571,7 @@ class ToolRegistry:
             _hooks.started(self._hooks, run)
         return run
 
-    def _start(self, input: ToolExecutionInput, snapshot: _Snapshot | None = None) -> Run:
+    def _start(self, input: ToolExecutionInput, snapshot: _Snapshot | None = None) -> CallState:
         """5.1 to 5.3: a run for ``input``, with its result fixed if it ends here.
 
         ``snapshot``: the arguments' snapshot that `execution_mode` took already.
@@ -600,7 +599,7 @@ class ToolRegistry:
         try:
             if snapshot is None:
                 # Arguments no stage reads before a define_tool body: a private plain copy,
-                # frozen only if read (Run.arguments), validated as it is (contract §5.2).
+                # frozen only if read (CallState.arguments), validated as it is (contract §5.2).
                 # A hand-written body reads the snapshot itself: freeze it now, once.
                 run._arguments, run._utf8 = materialize_arguments(
                     input.arguments,
@@ -622,13 +621,13 @@ class ToolRegistry:
         return run
 
     @staticmethod
-    def _finish(run: Run, result: ToolResult) -> Run:
+    def _finish(run: CallState, result: ToolResult) -> CallState:
         """Fix the result: no later stage runs, post-execute included."""
         run._result = result
         run._final = True
         return run
 
-    async def _before_dispatch(self, run: Run) -> None:
+    async def _before_dispatch(self, run: CallState) -> None:
         try:
             caller = run._caller_signal
             pre = self._pre.items
@@ -638,10 +637,8 @@ class ToolRegistry:
                 try:
                     decision = await chain.start()
                 except BaseException as error:
-                    failure = _stage_failure(run, error)
-                    if failure is None:
+                    if not _stage_raised(run, error):
                         raise
-                    self._finish(run, failure)
                     return
                 finally:
                     chain.close()
@@ -670,10 +667,8 @@ class ToolRegistry:
                 try:
                     verdict = guard(run)
                 except BaseException as error:
-                    failure = _stage_failure(run, error)
-                    if failure is None:
+                    if not _stage_raised(run, error):
                         raise
-                    self._finish(run, failure)
                     return
                 if verdict is not None:
                     run._result = _denied(safe_str(verdict))
@@ -688,7 +683,7 @@ class ToolRegistry:
             self._settle_interrupted(run)
             raise
 
-    async def _ask(self, run: Run, reason: object) -> PreDecision:
+    async def _ask(self, run: CallState, reason: object) -> PreDecision:
         """Ask the approval service; a fixed outcome is left in ``run._result``."""
         reason = None if reason is None else safe_str(reason)
         service = self._approval
@@ -700,10 +695,8 @@ class ToolRegistry:
             # An untyped service may answer anything (cast: keep pyright from narrowing).
             answer = cast("object", await service.request(request))
         except BaseException as error:
-            failure = _stage_failure(run, error)
-            if failure is None:
+            if not _stage_raised(run, error):
                 raise
-            self._finish(run, failure)
             return _ALLOW
         # Compare only exact strings: a hostile object's __eq__ could raise.
         text = answer if type(answer) is str else None
@@ -727,7 +720,7 @@ class ToolRegistry:
         )
         return _ALLOW
 
-    async def _dispatch(self, run: Run) -> None:
+    async def _dispatch(self, run: CallState) -> None:
         try:
             chain = Chain(
                 self._wrappers.items,
@@ -739,10 +732,11 @@ class ToolRegistry:
             try:
                 result: object = await chain.start()
             except BaseException as error:
-                failure = _stage_failure(run, error, run._contexts)
-                if failure is None:
+                body = run._body_result
+                if body is not None:  # what the wrapper held: the body's, with all contexts
+                    body = _with_contexts(body, (*run._contexts, *body.additional_contexts))
+                if not _stage_raised(run, error, run._contexts, body):
                     raise
-                self._finish(run, failure)
                 return
             finally:
                 chain.close()
@@ -766,7 +760,7 @@ class ToolRegistry:
             raise
 
     @staticmethod
-    def _dispatched(run: Run, result: ToolResult) -> None:
+    def _dispatched(run: CallState, result: ToolResult) -> None:
         """Record what the dispatch chain returned: contexts merged, cancellation applied."""
         if run._contexts:
             result = _with_contexts(result, (*run._contexts, *result.additional_contexts))
@@ -774,7 +768,7 @@ class ToolRegistry:
             result = _after_abort(run, result)
         run._result = result
 
-    async def _invoke_body(self, run: Run, stage: bool = False) -> ToolResult:
+    async def _invoke_body(self, run: CallState, stage: bool = False) -> ToolResult:
         """The innermost ``next`` of the around-dispatch chain: 5.6, the body.
 
         With ``stage`` (no wrappers) this is the whole dispatch stage: the result is
@@ -792,7 +786,7 @@ class ToolRegistry:
                     if type(definition) is DefinedTool:
                         # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag,
                         # and validating the private plain copy if there is one (the same
-                        # outcome: see Run.arguments); pinned by bench_overhead.py
+                        # outcome: see CallState.arguments); pinned by bench_overhead.py
                         # "define_tool" and bench_shapes.py.
                         args = definition._parse(run._arguments, run._utf8)
                     else:
@@ -824,7 +818,7 @@ class ToolRegistry:
             self._dispatched(run, result)
         return result
 
-    async def _invoke_hooked(self, run: Run, stage: bool = False) -> ToolResult:
+    async def _invoke_hooked(self, run: CallState, stage: bool = False) -> ToolResult:
         """`_invoke_body` bracketed by the call hooks (tracing hook; see _hooks).
 
         The call's span is current while the body runs, in the task that awaits it. A frame
@@ -838,7 +832,7 @@ class ToolRegistry:
             if entered is not None:
                 _hooks.leave_body(entered, run)
 
-    def _enter_body(self, run: Run, handed: object) -> ToolDefinition[Any, Any] | ToolFailure:
+    def _enter_body(self, run: CallState, handed: object) -> ToolDefinition[Any, Any] | ToolFailure:
         """Whether the body may be invoked: its definition, set up to run, or why not."""
         if run._result is not None:
             # A wrapper called next() in time but awaited what it returned only after the
@@ -868,7 +862,7 @@ class ToolRegistry:
                 # contract §5: as if timeout_policy were the innermost wrapper.
                 run._deadline = Deadline(seconds, caller, handed)
         # The body's signal is a registry-owned fusion of the caller's and this one
-        # (contract §5.6), made when the body first reads it (Run._body_signal): host
+        # (contract §5.6), made when the body first reads it (CallState._body_signal): host
         # cancellation aborts it, so whatever the body handed it to hears of it. The
         # caller's signal itself is never aborted.
         run._pending = handed
@@ -879,7 +873,7 @@ class ToolRegistry:
         run._body_invoked = True
         return definition
 
-    async def _after_dispatch(self, run: Run) -> None:
+    async def _after_dispatch(self, run: CallState) -> None:
         try:
             dispatched = run._result
             assert dispatched is not None
@@ -891,10 +885,8 @@ class ToolRegistry:
                 decision: object = await chain.start()
                 result = self._apply_post(result, decision, denied=run._denied)
             except BaseException as error:
-                failure = _stage_failure(run, error, result.additional_contexts)
-                if failure is None:
+                if not _stage_raised(run, error, result.additional_contexts, result):
                     raise
-                self._finish(run, failure)
                 return
             finally:
                 chain.close()
@@ -945,7 +937,7 @@ class ToolRegistry:
             f"post-execute chain returned {type_name(kind)}, not Accept, ReplaceValue or Block"
         )
 
-    def _settle_interrupted(self, run: Run) -> None:
+    def _settle_interrupted(self, run: CallState) -> None:
         """Publish the one result of a call whose awaiting task was cancelled by its host.
 
         A failure already established — the call's result, or the body's own failure that
@@ -979,7 +971,7 @@ class ToolRegistry:
             run._final = True
         self._publish(run)
 
-    def _publish(self, run: Run) -> ToolResult:
+    def _publish(self, run: CallState) -> ToolResult:
         """Finalize the content, then hand the one result to every observer.
 
         Nothing here may cost the call its result: a finalizer's exception becomes the
@@ -1070,7 +1062,7 @@ def _text_fields(
 
 
 def _body_success(
-    run: Run, definition: ToolDefinition[Any, Any], args: object, output: object
+    run: CallState, definition: ToolDefinition[Any, Any], args: object, output: object
 ) -> ToolResult:
     """The body's output, validated, frozen and rendered (contract §6)."""
     raw = definition.serialize_output(output)
@@ -1089,7 +1081,7 @@ def _body_success(
     return materialized_success(value, definition.render(args, value))
 
 
-def _host_cancelled_body(run: Run) -> None:
+def _host_cancelled_body(run: CallState) -> None:
     """The host cancelled the call (or an interrupt) while the body ran.
 
     Tell the body's signal (if the body ever looked at it) and keep a failure already
@@ -1104,7 +1096,7 @@ def _host_cancelled_body(run: Run) -> None:
         abort_for_host(host)
 
 
-def _leave_body(run: Run, handed: object) -> None:
+def _leave_body(run: CallState, handed: object) -> None:
     """The body has settled: its signal detached, the wrapper's signal back, no timer."""
     run._in_body = False
     run._pending = None
@@ -1117,7 +1109,7 @@ def _leave_body(run: Run, handed: object) -> None:
         deadline.cancel()
 
 
-def _body_settled(run: Run, result: ToolResult) -> ToolResult:
+def _body_settled(run: CallState, result: ToolResult) -> ToolResult:
     """The body's outcome: a timeout if the deadline came first, cancellation applied."""
     deadline = run._deadline
     # Most deadlines never pass: only one that did can own the body's signal.
@@ -1129,7 +1121,7 @@ def _body_settled(run: Run, result: ToolResult) -> ToolResult:
     return result
 
 
-def _after_abort(run: Run, result: ToolResult) -> ToolResult:
+def _after_abort(run: CallState, result: ToolResult) -> ToolResult:
     """What the caller's abort makes of ``result`` once a stage has produced it (contract §5).
 
     The one rule for an abort that lands while the body, a wrapper or post-execute runs:
@@ -1144,24 +1136,49 @@ def _after_abort(run: Run, result: ToolResult) -> ToolResult:
     )
 
 
-def _stage_failure(
-    run: Run, error: BaseException, contexts: Sequence[JsonValue] = ()
-) -> ToolFailure | None:
-    """The final failure for what a stage raised; ``None`` for what must propagate.
+def _stage_raised(
+    run: CallState,
+    error: BaseException,
+    contexts: Sequence[JsonValue] = (),
+    held: ToolResult | None = None,
+) -> bool:
+    """Settle a call whose stage raised ``error``; ``False`` when ``error`` must propagate.
 
-    An `Exception` is the stage's failure (contract §5). So is the caller's own abort
-    reason when it is a `BaseException` (``KeyboardInterrupt``, a cancellation) that a
-    stage re-raised: a reason never escapes `execute`. Anything else — the host's
-    cancellation, a real interrupt — propagates.
+    The one rule for what a pre-execute listener, a guard, the approval service, an
+    around-dispatch wrapper or a post-execute listener raises (contract §5, a stage that
+    raises its abort):
+
+    - the caller's abort raised by a stage that was told to stop — `_is_abort_reason`, the
+      body's own test: an `AbortError` or the caller's reason, once the caller's signal has
+      aborted, as ``await exec.signal.wait(); exec.signal.raise_if_aborted()`` does — is
+      cancellation, not the stage's failure. The call ends as if the stage had returned
+      and the registry had then read the caller's signal: ``ABORTED`` if the body was
+      invoked, else ``ABORTED_BEFORE_DISPATCH``, with ``contexts``; a failure already
+      established (``held``: the body's failure a wrapper held, or the dispatched result a
+      post-execute listener saw) stays. The result is not final: post-execute still runs
+      for it if it has not run yet, as for any abort noticed after a stage;
+    - any other `Exception` is the stage's failure, final: post-execute does not run;
+    - anything else (the host's cancellation, a real interrupt) propagates.
     """
+    if _is_abort_reason(run, error):
+        host = run._host
+        if error is run._caller_signal._reason or (host is not None and error is host._reason):
+            # One shared reason raised by many calls must not keep their frames alive.
+            # BaseException's own method: a reason's override (or __traceback__ setter)
+            # may raise.
+            BaseException.with_traceback(error, None)
+        if type(held) is ToolFailure and held.code not in _CANCELLATION_CODES:
+            run._result = held  # contract §5: cancellation never replaces a failure
+        else:
+            run._result = aborted_result(
+                body_invoked=run._body_invoked, additional_contexts=contexts
+            )
+        return True
     if not issubclass(type(error), Exception):
-        caller = run._caller_signal
-        if not (caller._aborted and error is caller._reason):
-            return None
-        # BaseException's own method: a reason's override (or __traceback__ setter) may raise.
-        BaseException.with_traceback(error, None)
-        error = AbortError(error)
-    return failure_from_exception(error, additional_contexts=contexts)
+        return False
+    run._result = failure_from_exception(error, additional_contexts=contexts)
+    run._final = True
+    return True
 
 
 def _log(level: int, message: str, *args: object) -> None:

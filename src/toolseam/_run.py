@@ -1,6 +1,6 @@
 """The private, registry-owned run object behind the execution views.
 
-`Run` implements `ToolExecution` and `ToolRunContext` directly: every public attribute is a
+`CallState` implements `ToolExecution` and `ToolRunContext` directly: every public attribute is a
 getter-only property and the class has ``__slots__``, so assignment and deletion raise
 `AttributeError` at runtime just as the type checkers reject them. `DispatchView` is the one
 object with a ``signal`` setter; it writes through to the run. The caller's signal lives in
@@ -26,9 +26,9 @@ from ._capabilities import (
     sampling_request,
     unavailable,
 )
+from ._delivery import Delivery
 from ._errors import AbortError
 from ._json import JsonValue, MaterializationError, materialize
-from ._reach import Reach
 from ._results import ContentBlock, ToolFailure, ToolResult, aborted_result, failure_from_exception
 from ._signals import AbortSignal, FusedSignal, fuse_owned
 from ._timeouts import Deadline, Elsewhere
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["DispatchView", "Run", "_body_failure", "_is_abort_reason"]
+__all__ = ["CallState", "DispatchView", "_body_failure", "_is_abort_reason"]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
 
@@ -52,11 +52,11 @@ Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | No
 # collected body coroutine whose ``finally`` checks ``exec.signal``). So each section
 # allocates first and then publishes its result in stores that allocate nothing.
 _fusing = threading.RLock()
-_new_token = object.__new__  # ExecutionToken without its guarding __init__, as mint_token
+_new_token = object.__new__  # ExecutionToken without its guarding __init__
 
 
 @final
-class Run:
+class CallState:
     """One execution's state. Only the registry creates and mutates it."""
 
     __slots__ = (
@@ -101,7 +101,7 @@ class Run:
         signal: AbortSignal,
         finalizer: Finalizer | None,
         epoch: int,
-        reach: Reach | None,
+        reach: Delivery | None,
     ) -> None:
         # Positional: this runs once per call, and keywords cost more to bind.
         # The thread level of the token to mint (`_the_token`), then the token itself.
@@ -132,7 +132,7 @@ class Run:
         self._in_body = False
         # The registry's wait_idle() generation this call started in.
         self._epoch = epoch
-        # The caller's host and the event listeners, if there are any (see _reach).
+        # The caller's host and the event listeners, if there are any (see _delivery).
         self._reach = reach
         self._final = False
         self._denied = False
@@ -383,7 +383,7 @@ class DispatchView:
 
     __slots__ = ("_run",)
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: CallState) -> None:
         self._run = run
 
     @property
@@ -446,7 +446,7 @@ class DispatchView:
         return f"<ToolDispatchExecution {self._run._name!r} call_id={self._run._call_id!r}>"
 
 
-def _is_abort_reason(run: Run, error: BaseException) -> bool:
+def _is_abort_reason(run: CallState, error: BaseException) -> bool:
     """Whether ``error`` is the body stopping because it was told to (the caller aborted).
 
     Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
@@ -461,7 +461,7 @@ def _is_abort_reason(run: Run, error: BaseException) -> bool:
     return host is not None and error is host._reason
 
 
-def _body_failure(run: Run, error: BaseException) -> ToolFailure:
+def _body_failure(run: CallState, error: BaseException) -> ToolFailure:
     """The body's exception as its outcome: cancellation when it was told to stop."""
     if not run._body_invoked and issubclass(type(error), AbortError):
         # A sync body's job withdrawn before a thread started it, whichever signal aborted
@@ -516,7 +516,7 @@ def _read_only(view: str, field: str) -> tuple[Callable[[Any, Any], None], Calla
 def _install_refusals() -> None:
     # At runtime only: the type checkers see getter-only properties (and the dispatch
     # view's one setter), which is the typed contract (contract §3).
-    for cls, view in ((Run, "ToolExecution"), (DispatchView, "ToolDispatchExecution")):
+    for cls, view in ((CallState, "ToolExecution"), (DispatchView, "ToolDispatchExecution")):
         for field in _FIELDS:
             prop: property = cls.__dict__[field]
             refuse_set, refuse_delete = _read_only(view, field)

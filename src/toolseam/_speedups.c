@@ -7,10 +7,17 @@
  * fast path accepts without a second look: exact ``dict`` with exact ``str`` keys, exact
  * ``list`` and ``tuple``, exact ``str``, ``int`` within 64 bits, finite ``float`` other
  * than ``-0.0``, ``bool`` and ``None``. On anything else (a subclass, a snapshot taken
- * earlier, a container met twice, which also catches a cycle, or more than MAX_DEPTH
- * levels) it returns ``None``, and the Python walk decides: it builds the same snapshot or
- * reports the first problem with its path. tests/test_speedups.py pins its outcome to the
- * full walk's.
+ * earlier, a cycle, more than MAX_DEPTH levels, or sharing beyond the budget below) it
+ * returns ``None``, and the Python walk decides: it builds the same snapshot or reports the
+ * first problem with its path. tests/test_speedups.py pins its outcome to the full walk's.
+ *
+ * A container met more than once without a cycle (records built with ``dict(item, id=i)``
+ * share their lists) is copied at each occurrence: snapshots are immutable, so shared and
+ * separate copies are the same value. Copying each occurrence of an exponential DAG (a
+ * list holding one list twice, that one another twice, ...) would never end, so the items
+ * of repeated containers are counted against a budget, REPEAT_BASE plus REPEAT_FACTOR times
+ * the items of containers met for the first time; past it the pass gives up, and the
+ * Python walk, which copies each container once, takes the value.
  *
  * It runs no Python code: every object it reads is of an exact built-in type, so no
  * ``__eq__``, ``__hash__`` or ``__iter__`` of a caller's class can run while it walks.
@@ -24,6 +31,8 @@
 #include <stdint.h>
 
 #define MAX_DEPTH 512 /* containers nested in one another */
+#define REPEAT_BASE 65536 /* items of repeated containers copied before the factor counts */
+#define REPEAT_FACTOR 8   /* ... then so many per item met for the first time */
 
 typedef struct {
     void **slots;
@@ -38,6 +47,9 @@ typedef struct {
     Seen seen;
     int utf8;
     int fallback;
+    size_t first_items;  /* items of the containers met for the first time */
+    size_t repeat_items; /* items of the containers met again (copied again) */
+    PyObject *path[MAX_DEPTH]; /* path[0..depth): the containers being copied (a cycle's) */
 } Walk;
 
 static PyObject *empty_tuple;
@@ -286,14 +298,34 @@ copy_container(Walk *walk, PyObject *value, int depth)
     }
     /* The empty tuple is one object however often it appears; it holds nothing to loop. */
     if (Py_TYPE(value) != &PyTuple_Type || PyTuple_GET_SIZE(value) != 0) {
+        size_t items = (size_t)Py_SIZE(value); /* PyVarObject: list and tuple */
+        if (Py_TYPE(value) == &PyDict_Type) {
+            items = (size_t)PyDict_GET_SIZE(value);
+        }
         int added = seen_add(&walk->seen, value);
-        if (added <= 0) {
-            if (added == 0) {
-                walk->fallback = 1; /* shared, or a cycle: the Python walk memoizes */
-            }
+        if (added < 0) {
             return NULL;
         }
+        if (added) {
+            walk->first_items += items;
+        }
+        else {
+            /* Met before: a cycle if it is being copied (only then can it be met again
+             * before its copy is done), else shared: copied again, within the budget. */
+            for (int i = 0; i < depth; i++) {
+                if (walk->path[i] == value) {
+                    walk->fallback = 1; /* the Python walk reports the cycle */
+                    return NULL;
+                }
+            }
+            walk->repeat_items += items;
+            if (walk->repeat_items > REPEAT_BASE + REPEAT_FACTOR * walk->first_items) {
+                walk->fallback = 1; /* an exponential DAG: the Python walk copies once */
+                return NULL;
+            }
+        }
     }
+    walk->path[depth] = value;
     /* Held while it is copied: it stays alive whatever its parent copy becomes. */
     Py_INCREF(value);
     PyObject *copy = Py_TYPE(value) == &PyDict_Type ? copy_dict(walk, value, depth)
@@ -335,7 +367,18 @@ copy_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (type != &PyDict_Type && type != &PyList_Type && type != &PyTuple_Type) {
         Py_RETURN_NONE;
     }
-    Walk walk = {(PyTypeObject *)args[1], (PyTypeObject *)args[2], {NULL, 63, 58, 0}, 1, 0};
+    /* Field by field: an initializer would clear the 4 KB path, which is only read below
+     * the depth reached, where it was written. */
+    Walk walk;
+    walk.dict_type = (PyTypeObject *)args[1];
+    walk.list_type = (PyTypeObject *)args[2];
+    walk.seen.mask = 63;
+    walk.seen.shift = 58;
+    walk.seen.used = 0;
+    walk.utf8 = 1;
+    walk.fallback = 0;
+    walk.first_items = 0;
+    walk.repeat_items = 0;
     walk.seen.slots = PyMem_Calloc(64, sizeof(void *));
     if (walk.seen.slots == NULL) {
         return PyErr_NoMemory();

@@ -37,7 +37,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import AbortError
-from ._run import Run, _body_failure
+from ._run import CallState, _body_failure
 from ._signals import AbortController, AbortSignal, abort_owned, in_loop
 
 __all__ = ["abort_for_host", "run_in_worker_thread"]
@@ -48,7 +48,7 @@ logger = logging.getLogger("toolseam")
 
 # Per event loop: the limiter of each nesting level, and one unbounded limiter that anyio's
 # own accounting sees (the real limit is the level limiter, held here until the thread ends).
-_levels: anyio.lowlevel.RunVar[list[anyio.CapacityLimiter]] = anyio.lowlevel.RunVar(
+_level_limiters: anyio.lowlevel.RunVar[list[anyio.CapacityLimiter]] = anyio.lowlevel.RunVar(
     "toolseam_thread_levels"
 )
 _unbounded: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar(
@@ -73,10 +73,10 @@ class _Job:
 
 def _level_limiter(level: int) -> anyio.CapacityLimiter:
     try:
-        levels = _levels.get()
+        levels = _level_limiters.get()
     except LookupError:
         levels = [anyio.to_thread.current_default_thread_limiter()]
-        _levels.set(levels)
+        _level_limiters.set(levels)
     while len(levels) <= level:
         levels.append(anyio.CapacityLimiter(levels[0].total_tokens))
     return levels[level]
@@ -108,7 +108,7 @@ def abort_for_host(signal: AbortSignal) -> None:
         )
 
 
-async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
+async def run_in_worker_thread(run: CallState, call: Callable[[], T]) -> T:
     """Run ``call`` in a worker thread and await it until it returns, even when cancelled.
 
     The body's signal is the registry's own fusion (``run._host``): on host cancellation
@@ -143,7 +143,7 @@ async def run_in_worker_thread(run: Run, call: Callable[[], T]) -> T:
         limiter.release_on_behalf_of(job)
 
 
-async def _run_job(run: Run, job: _Job, host: AbortSignal, call: Callable[[], T]) -> T:
+async def _run_job(run: CallState, job: _Job, host: AbortSignal, call: Callable[[], T]) -> T:
     def target() -> T | None:
         with job.lock:
             if job.withdrawn:

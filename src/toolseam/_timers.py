@@ -18,37 +18,18 @@ import math
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol, final
+from typing import Any, final
 
-__all__ = ["Timer", "TimerHandle", "arm", "call_later", "live_timers"]
+__all__ = ["Timer", "arm", "live_timers"]
 
 logger = logging.getLogger("toolseam")
-
-
-class TimerHandle(Protocol):
-    """What `call_later` returns: ``cancel()`` stops a timer that has not fired yet."""
-
-    def cancel(self) -> None:
-        """Stop the timer; idempotent, and harmless once it has fired."""
-        ...
-
-
-def call_later(delay: float, callback: Callable[[], object]) -> TimerHandle:
-    """Call ``callback()`` in this event loop's thread after ``delay`` seconds.
-
-    Must be called from inside a running asyncio or trio event loop.
-    """
-    timer = Timer()
-    timer.callback = callback
-    _service().arm(timer, delay)
-    return timer
 
 
 def arm(timer: Timer, delay: float) -> None:
     """Arm ``timer`` (whose ``callback`` is set) to fire after ``delay`` seconds.
 
-    `call_later` for an object that is its own timer entry: one allocation per timer.
-    Must be called from inside a running asyncio or trio event loop.
+    The timer is its own entry in the service: one allocation per timer. Must be called
+    from inside a running asyncio or trio event loop.
     """
     _service().arm(timer, delay)
 

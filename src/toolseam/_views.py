@@ -73,14 +73,6 @@ class ExecutionToken:
         return f"<ExecutionToken at {id(self):#x}>"
 
 
-def mint_token(parent: object) -> ExecutionToken:
-    """A fresh token for a call whose input names ``parent`` (registry-internal)."""
-    # Skip the guarding __init__. A nested call inherits its parent's thread level.
-    token = object.__new__(ExecutionToken)
-    token._thread_level = parent._thread_level if type(parent) is ExecutionToken else 0
-    return token
-
-
 @final
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolHost:

@@ -69,7 +69,7 @@ CONTRACT_VIEWS: Final = frozenset(
         "toolseam._views.ToolRunContext",
         "toolseam._views.ToolDispatchExecution",
         "toolseam._views.ToolExecutionInput",
-        "toolseam._run.Run",
+        "toolseam._run.CallState",
         "toolseam._run.DispatchView",
     }
 )

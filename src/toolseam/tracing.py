@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.util.types import AttributeValue
 
-    from ._run import Run
+    from ._run import CallState
 
 __all__ = ["instrument"]
 
@@ -155,7 +155,7 @@ class _SpanHook:
 
     # -- the CallHook protocol -----------------------------------------------------------
 
-    def call_started(self, run: Run, /) -> None:
+    def call_started(self, run: CallState, /) -> None:
         if self._removed:
             return
         tracer = self._tracer
@@ -189,7 +189,7 @@ class _SpanHook:
             )
         elif span is INVALID_SPAN or not span.get_span_context().is_valid:
             return  # a no-op tracer's span: nothing to record or to propagate
-        # Minting the token (it is lazy, see Run) only for calls with a span to find.
+        # Minting the token (it is lazy, see CallState) only for calls with a span to find.
         self._open[run._the_token()] = span
 
     def _describe(self, name: str, definition: object) -> _Described:
@@ -213,7 +213,7 @@ class _SpanHook:
 
     def call_event(self, exec: ToolExecution, event: ToolEvent, /) -> None:
         """A progress or log event of a call: an event on its span (an event listener)."""
-        token = cast("Run", exec)._token  # the registry hands listeners the run itself
+        token = cast("CallState", exec)._token  # the registry hands listeners the run itself
         span = self._open.get(token) if type(token) is ExecutionToken else None
         if span is None or not span.is_recording():
             return
@@ -234,7 +234,7 @@ class _SpanHook:
             attributes["toolseam.log.data"] = dumps(log.data)
         span.add_event("toolseam.log", attributes)
 
-    def body_entered(self, run: Run, /) -> object:
+    def body_entered(self, run: CallState, /) -> object:
         token = run._token
         # An unminted token: call_started opened no span for this call.
         span = self._open.get(token) if type(token) is ExecutionToken else None
@@ -245,11 +245,11 @@ class _SpanHook:
         # calls all see this span as current.
         return context.attach(trace.set_span_in_context(span))
 
-    def body_left(self, run: Run, undo: object, /) -> None:
+    def body_left(self, run: CallState, undo: object, /) -> None:
         if undo is not None:
             context.detach(cast("Token[Context]", undo))
 
-    def call_published(self, run: Run, result: ToolResult, /) -> None:
+    def call_published(self, run: CallState, result: ToolResult, /) -> None:
         token = run._token
         span = self._open.pop(token, None) if type(token) is ExecutionToken else None
         if span is None:
@@ -262,7 +262,7 @@ class _SpanHook:
             if self._removed and not self._open and self.installed is not None:
                 self.installed.remove()
 
-    def _record(self, span: Span, run: Run, result: ToolResult) -> None:
+    def _record(self, span: Span, run: CallState, result: ToolResult) -> None:
         attributes: dict[str, AttributeValue] = {"toolseam.body_invoked": run._body_invoked}
         capture = self._capture
         if capture and run._arguments is not None:

@@ -11,6 +11,10 @@ Built-in drivers: ``toolseam`` and the peers ``pydantic-ai``, ``openai-agents``,
 framework installed.
 """
 
+from ._body_reach import ElicitationScript as ElicitationScript
+from ._body_reach import ProgressSink as ProgressSink
+from ._body_reach import Reach as Reach
+from ._body_reach import Reaching as Reaching
 from ._clauses import CLAUSES as CLAUSES
 from ._clauses import Clause as Clause
 from ._driver import CAPABILITIES as CAPABILITIES
@@ -29,10 +33,6 @@ from ._driver import Scenario as Scenario
 from ._driver import Status as Status
 from ._driver import Stop as Stop
 from ._driver import WrapperScript as WrapperScript
-from ._reach import ElicitationScript as ElicitationScript
-from ._reach import ProgressSink as ProgressSink
-from ._reach import Reach as Reach
-from ._reach import Reaching as Reaching
 from ._runner import ClauseResult as ClauseResult
 from ._runner import Report as Report
 from ._runner import Verdict as Verdict

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NoReturn, Protocol, TypeAlias, final
 
 if TYPE_CHECKING:
-    from ._reach import ElicitationScript, ProgressSink
+    from ._body_reach import ElicitationScript, ProgressSink
     from ._scripts import ScriptedTool
 
 __all__ = [

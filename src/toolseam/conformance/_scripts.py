@@ -21,7 +21,7 @@ from ._driver import Call, Listen, WrapperScript
 from ._probe import Probe
 
 if TYPE_CHECKING:
-    from ._reach import Reach, Reaching
+    from ._body_reach import Reach, Reaching
 
 __all__ = [
     "PARAMETERS",
@@ -49,7 +49,7 @@ Behaviour: TypeAlias = Literal[
     "slow",
     "nest_hold",
     "nest_ok",
-    # What a body reaches (`_reaching`): progress, an elicitation, a process.
+    # What a body reaches (`_reaching_bodies`): progress, an elicitation, a process.
     "progress",
     "progress_late",
     "elicit",
@@ -171,7 +171,7 @@ class ScriptedTool:
         key = str(arguments["key"])
         async with scripted(self._probe, key, "body", listen):
             if self.reaches:
-                from ._reaching import script  # it builds on this module
+                from ._reaching_bodies import script  # it builds on this module
 
                 return await script(self, self._probe, self._behaviour, key, listen, reach)
             return await self._script(key, listen)
@@ -232,7 +232,7 @@ class ScriptedTool:
         probe.entered(key, listen.is_told)
         try:
             if self.reaches:
-                from ._reaching import script_sync  # it builds on this module
+                from ._reaching_bodies import script_sync  # it builds on this module
 
                 return script_sync(probe, self._behaviour, key, reach)
             if probe.body(key).on_loop_thread:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from .._body_reach import ElicitationScript, ProgressSink
 from .._driver import Call, Listen, Scenario
 from .._kit import Kit, Running
 from .._processes import CHILDREN, processes, supported
-from .._reach import ElicitationScript, ProgressSink
-from .._reaching import STEPS, question
+from .._reaching_bodies import STEPS, question
 from .._scripts import scripted, wait_told
 from ._base import clause, describe, expect_awaited, expect_quiet, expect_status
 

@@ -36,8 +36,8 @@ from autogen_core.tools import (
 )
 from pydantic import BaseModel
 
+from .._body_reach import ProgressSink
 from .._driver import Call, Capability, Outcome, Scenario
-from .._reach import ProgressSink
 from .._scripts import ScriptedTool
 from ._common import host_cancelled, no_result, versions
 

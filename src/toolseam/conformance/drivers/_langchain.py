@@ -35,8 +35,8 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel
 
+from .._body_reach import ProgressSink
 from .._driver import Call, Capability, ObserverScript, Outcome, Scenario, Stop
-from .._reach import ProgressSink
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 

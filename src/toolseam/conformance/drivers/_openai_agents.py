@@ -54,8 +54,8 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 from agents.tool_context import ToolContext
 from pydantic import Field
 
+from .._body_reach import Reach
 from .._driver import Call, Capability, ListenerScript, ObserverScript, Outcome, Scenario
-from .._reach import Reach
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 

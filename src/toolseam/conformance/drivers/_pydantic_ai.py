@@ -52,8 +52,8 @@ from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import AbstractToolset, ToolsetTool
 from pydantic_ai.workspaces import LocalWorkspaceBackend
 
+from .._body_reach import ElicitationScript, ProgressSink
 from .._driver import Call, Capability, ObserverScript, Outcome, Scenario, WrapperScript
-from .._reach import ElicitationScript, ProgressSink
 from .._scripts import ScriptedTool
 from ._common import TaskListen, host_cancelled, no_result, versions
 from ._pydantic_ai_parts import outcome

@@ -39,9 +39,9 @@ from toolseam import (
 )
 from toolseam.capabilities import run_process
 
+from .._body_reach import ElicitationScript
+from .._body_reach import Reach as BodyReach
 from .._driver import CAPABILITIES, Call, Capability, ListenerScript, Outcome, Scenario, Status
-from .._reach import ElicitationScript
-from .._reach import Reach as BodyReach
 from .._scripts import ScriptedTool
 
 __all__ = [

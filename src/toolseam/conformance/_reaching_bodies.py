@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from ._body_reach import Reach
 from ._driver import Listen
 from ._probe import Probe
-from ._reach import Reach
 from ._scripts import Behaviour, done
 
 if TYPE_CHECKING:

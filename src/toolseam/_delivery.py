@@ -1,7 +1,7 @@
 """Delivering a body's events to whoever listens, in the event loop's thread.
 
 A call whose caller gave a `ToolHost`, or whose registry has event listeners when it
-starts, carries a `Reach`: the host, the listeners it snapshotted (as every stage's
+starts, carries a `Delivery`: the host, the listeners it snapshotted (as every stage's
 listeners are snapshotted per call, contract §5) and, while a synchronous body runs, how
 to hand an event from the worker thread to the event loop without blocking the body. A
 call with neither carries ``None``, and ``exec.progress`` costs it a check.
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from ._stages import EventListener
     from ._views import ToolExecution, ToolHost
 
-__all__ = ["Reach"]
+__all__ = ["Delivery"]
 
 
 class _Run(Protocol):
-    """What delivery reads of the run behind an execution (`_run.Run`)."""
+    """What delivery reads of the run behind an execution (`_run.CallState`)."""
 
     _in_body: bool
 
@@ -37,7 +37,7 @@ logger = logging.getLogger("toolseam")
 
 
 @final
-class Reach:
+class Delivery:
     """One call's event consumers; see the module docstring."""
 
     __slots__ = ("host", "listeners", "loop")
