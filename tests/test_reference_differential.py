@@ -86,6 +86,7 @@ class Scenario:
         "not-a-result",
         "bad-signal",
         "late-await",
+        "twice",
     ] = "delegate"
     post: Literal[
         "none", "accept", "context", "block", "replace", "raise", "honour", "wrong-type"
@@ -94,6 +95,12 @@ class Scenario:
     observer: Literal["ok", "raise"] = "ok"
     event: Literal["none", "caller", "wrapper-signal", "host"] = "none"
     at: str = "body"
+    interrupt: str = "none"  # the checkpoint that raises `Interrupt`, a BaseException
+    base_reason: bool = False  # the caller aborts with a BaseException as the reason
+
+
+class Interrupt(BaseException):
+    """A BaseException that is not the host's cancellation (contract §5)."""
 
 
 class Args(TypedDict):
@@ -121,11 +128,13 @@ class Harness:
     def fire(self, checkpoint: str, call_id: str = "c") -> None:
         self.trace.append(f"{call_id}:{checkpoint}")
         s = self.scenario
+        if s.interrupt == checkpoint:
+            raise Interrupt(checkpoint)
         if s.event == "none" or self.fired or s.at != checkpoint:
             return
         self.fired = True
         if s.event == "caller":
-            self.caller.abort(RuntimeError("caller stop"))
+            self.caller.abort(Interrupt("caller stop") if s.base_reason else RuntimeError("stop"))
         elif s.event == "wrapper-signal":
             if self.wrapper_controller is not None:
                 self.wrapper_controller.abort("wrapper deadline")
@@ -312,6 +321,9 @@ def build(h: Harness) -> ToolRegistry | reference.ReferenceRegistry:
             await h.hit("wrap-before", exec)
             if choice == "short-circuit":
                 result: ToolResult = ToolSuccess(value=1, additional_contexts=("short",))
+            elif choice == "twice":
+                result = await next()
+                result = await next()
             elif choice == "late-await":
                 h.kept.append(next())
                 return ToolSuccess(value=2)
@@ -352,8 +364,8 @@ def build(h: Harness) -> ToolRegistry | reference.ReferenceRegistry:
         return Accept()
 
     def observe(exec: ToolExecution, result: ToolResult) -> None:
-        h.trace.append(f"{exec.call_id}:observed")
         h.published.append((exec.call_id, result))
+        h.fire("observed", exec.call_id)
         if s.observer == "raise":
             raise RuntimeError("observer raised")
 
@@ -409,14 +421,17 @@ async def run_one(scenario: Scenario, engine: Engine) -> Observed:
     returned: ToolResult | None = None
     with anyio.CancelScope() as scope:
         h.scope = scope
-        returned = await registry.execute(
-            ToolExecutionInput(
-                call_id="c",
-                name=TOOLS[scenario.body],
-                arguments={"n": 1},
-                signal=h.caller.signal,
+        try:
+            returned = await registry.execute(
+                ToolExecutionInput(
+                    call_id="c",
+                    name=TOOLS[scenario.body],
+                    arguments={"n": 1},
+                    signal=h.caller.signal,
+                )
             )
-        )
+        except Interrupt as interrupt:  # propagates once the result is published
+            h.trace.append(f"raised {interrupt.args[0]}")
     quiescent = h.started == h.finished  # before wait_idle: execute() itself waited
     for late in h.kept:  # awaited after the wrappers returned: raises, the body never runs
         with pytest.raises(RuntimeError) as raised:
@@ -503,6 +518,26 @@ HOSTILE = {
     "deadline (async)": Scenario(tool="timeout"),
     "deadline (thread)": Scenario(body="thread", tool="timeout"),
     "deadline, host cancels first": Scenario(tool="timeout", event="host", at="body"),
+    "a wrapper calls next() twice": Scenario(wrapper="twice"),
+    "a BaseException reason, the body raises it": Scenario(
+        event="caller", at="body", base_reason=True
+    ),
+    "a BaseException reason, stages raise it": Scenario(
+        event="caller", at="pre", base_reason=True, pre="honour", post="honour"
+    ),
+    "a BaseException reason, thread body": Scenario(
+        body="thread", event="caller", at="body", base_reason=True
+    ),
+    **{
+        f"an interrupt from {where} ({body})": Scenario(
+            body=body, interrupt=where, pre="ask" if where == "approval" else "allow"
+        )
+        for where in ("pre", "approval", "guard", "wrap-before", "body", "wrap-after", "post")
+        for body in ("async", "thread")
+    },
+    "an interrupt from the finalizer": Scenario(interrupt="finalize"),
+    "an interrupt from an observer": Scenario(interrupt="observed"),
+    "an interrupt after the caller aborted": Scenario(interrupt="post", event="caller", at="body"),
     "wrapper's own signal aborts": Scenario(
         wrapper="own-signal", event="wrapper-signal", at="body"
     ),
@@ -537,6 +572,36 @@ async def test_pre_aborted_and_materialization_failures_match() -> None:
         ({"n": float("nan")}, False),
     ):
         assert await one("fast", arguments, aborted) == await one("reference", arguments, aborted)
+
+
+async def test_hostile_input_fields_match() -> None:
+    class Hostile(str):
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            raise RuntimeError("no hash")
+
+    async def one(engine: Engine, call_id: object, name: object, root: object) -> object:
+        h = Harness(Scenario(), engine)
+        registry = build(h)
+        result = await registry.execute(
+            ToolExecutionInput(
+                call_id=call_id,  # type: ignore[arg-type]
+                name=name,  # type: ignore[arg-type]
+                arguments={"n": 1},
+                signal=h.caller.signal,
+                root_call_id=root,  # type: ignore[arg-type]
+            )
+        )
+        return summary(result), h.trace
+
+    for fields in (
+        (Hostile("c"), Hostile("async_tool"), Hostile("r")),
+        (1, "async_tool", None),
+        ("c", 2.5, None),
+        ("c", "async_tool", 3),
+    ):
+        assert await one("fast", *fields) == await one("reference", *fields), fields
 
 
 # -- hypothesis: generated pipelines ------------------------------------------------------
@@ -578,7 +643,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 
 
 @settings(
-    max_examples=60,
+    max_examples=150,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     deadline=None,
 )
@@ -603,6 +668,8 @@ async def run_batch(
     engine: Engine,
     max_parallel: int,
     fails: bool = False,
+    *,
+    anywhere: bool = False,
 ) -> tuple[object, ...]:
     scenario = Scenario(post="context", defer=True, tool="failure" if fails else "success")
     h = Harness(scenario, engine, loop_thread=threading.get_ident())
@@ -611,8 +678,9 @@ async def run_batch(
     # Events only in the body of an exclusive call, which runs alone: every call before it
     # has published and none after it has started, whatever the schedule. An abort in a
     # parallel call's body is schedule-dependent (see the module docstring).
-    abort_at = abort_at if abort_at is not None and calls[abort_at].exclusive else None
-    host_at = host_at if host_at is not None and calls[host_at].exclusive else None
+    if not anywhere:
+        abort_at = abort_at if abort_at is not None and calls[abort_at].exclusive else None
+        host_at = host_at if host_at is not None and calls[host_at].exclusive else None
     if abort_at is not None:
         fire_on[f"b{abort_at}"] = lambda: h.caller.abort("stop")
 
@@ -673,7 +741,7 @@ async def run_batch(
 
 
 @settings(
-    max_examples=25,
+    max_examples=50,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     deadline=None,
 )
@@ -706,3 +774,55 @@ async def test_generated_batches_match(
     ref = await run_batch(calls, abort_at, host_at, "reference", max_parallel, fails)
     assert ref == fast
     assert fast[-1] is True
+
+
+@settings(
+    max_examples=30,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    deadline=None,
+)
+@given(
+    calls=st.lists(
+        st.builds(
+            BatchCall,
+            body=st.sampled_from(["async", "thread", "hand-written"]),
+            exclusive=st.booleans(),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    abort_at=st.none() | st.integers(0, 3),
+    host_at=st.none() | st.integers(0, 3),
+    max_parallel=st.integers(1, 3),
+)
+async def test_batches_with_an_event_in_any_body_keep_the_contract(
+    calls: list[BatchCall], abort_at: int | None, host_at: int | None, max_parallel: int
+) -> None:
+    """An event in a parallel call's body: both engines keep the contract (§7).
+
+    Not compared with each other: where a sibling is when the abort lands depends on the
+    schedule — the engine runs a dispatch in the batch's task until its body blocks, the
+    reference pre-executes the next call first — and the contract leaves it open.
+    """
+    abort_at = None if abort_at is None else abort_at % len(calls)
+    host_at = None if host_at is None else host_at % len(calls)
+    for engine in ENGINES:
+        returned, published, per_call, pre_order, post_order, quiescent = await run_batch(
+            calls, abort_at, host_at, engine, max_parallel, anywhere=True
+        )
+        assert quiescent
+        ids = [f"b{i}" for i in range(len(calls))]
+        assert pre_order == sorted(pre_order, key=lambda t: ids.index(t.split(":")[0]))
+        assert post_order == sorted(post_order, key=lambda t: ids.index(t.split(":")[0]))
+        once = [call_id for call_id, _ in published]  # type: ignore[attr-defined]
+        assert len(once) == len(set(once))
+        if returned is not None:
+            assert [r[0] for r in returned] == ids  # type: ignore[attr-defined]
+            assert sorted(once) == ids
+        for call_id, result in published:  # type: ignore[attr-defined]
+            code = result[2][1] if result[0] == "error" and result[2] else None
+            ran = f"{call_id}:body" in per_call[call_id]  # type: ignore[index]
+            if code == "ABORTED":
+                assert ran, (engine, call_id)
+            if code == "ABORTED_BEFORE_DISPATCH":
+                assert not ran, (engine, call_id)

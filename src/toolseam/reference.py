@@ -59,9 +59,9 @@ from ._views import ExecutionToken, ToolExecutionInput, ToolHost
 
 __all__ = ["ReferenceRegistry", "run_tool_calls"]
 
-logger = logging.getLogger("toolseam")
+_logger = logging.getLogger("toolseam")
 
-ARGUMENTS_NOT_JSON = "tool execution arguments must be losslessly JSON-serializable"
+_ARGUMENTS_NOT_JSON = "tool execution arguments must be losslessly JSON-serializable"
 
 
 @dataclass(eq=False)
@@ -212,10 +212,15 @@ class ReferenceRegistry:
             raise TypeError(
                 f"ToolExecutionInput.signal must be an AbortSignal, got {type_name(type(signal))}"
             )
-        call_id, name = exact_str(input.call_id), exact_str(input.name)
-        root_call_id = input.root_call_id
-        host, parent = input.host, input.parent
-        definition = self._tools.get(name) if name is not None else None
+        # Texts are copied into exact strings; a field that is not one fails the call.
+        problems: list[str] = []
+        call_id = _text("call_id", input.call_id, problems)
+        name = _text("name", input.name, problems)
+        raw_root = input.root_call_id
+        root_call_id = call_id if raw_root is None else _text("root_call_id", raw_root, problems)
+        host: object = input.host  # an untyped caller may pass anything
+        parent = input.parent
+        definition = self._tools.get(name)
         # contract §5.1: the definition visible *now* supplies finalize_content.
         finalizer = None if definition is None else definition.finalize_content
         reach = None
@@ -223,9 +228,9 @@ class ReferenceRegistry:
             reach = Delivery(host if type(host) is ToolHost else None, tuple(self._events))
         run = CallState(
             parent._thread_level if type(parent) is ExecutionToken else 0,
-            call_id or "",
-            root_call_id or call_id or "",
-            name or "",
+            call_id,
+            root_call_id or call_id,
+            name,
             input.agent,
             parent,
             signal,
@@ -242,7 +247,14 @@ class ReferenceRegistry:
                 call.settle(rules.classify(body_invoked=False), final=True)
                 return call
             # contract §5.2: a materialization failure wins over everything else.
-            call.settle(ToolFailure.from_message(f"{ARGUMENTS_NOT_JSON} ({error})"), final=True)
+            call.settle(ToolFailure.from_message(f"{_ARGUMENTS_NOT_JSON} ({error})"), final=True)
+            return call
+        if host is not None and type(host) is not ToolHost:
+            problems.append(
+                f"ToolExecutionInput.host must be a ToolHost, got {type_name(type(host))}"
+            )
+        if problems and not skipped:
+            call.settle(ToolFailure.from_message("; ".join(problems)), final=True)
             return call
         if skipped or signal.aborted:
             # contract §5.3 (and §7: a call a batch never started): no stage runs.
@@ -690,6 +702,15 @@ def _body_success(
     return materialized_success(value, definition.render(args, value))
 
 
+def _text(field: str, value: object, problems: list[str]) -> str:
+    """``value`` as an exact ``str`` (a subclass's hooks may raise), or a placeholder."""
+    exact = exact_str(value)
+    if exact is not None:
+        return exact
+    problems.append(f"ToolExecutionInput.{field} must be a str, got {type_name(type(value))}")
+    return f"<{type_name(type(value))}>"
+
+
 def _reason(signal: AbortSignal | None) -> object:
     return None if signal is None else signal.reason
 
@@ -714,4 +735,4 @@ def _log(message: str, *args: object) -> None:
     if exc_info is not None:
         args = args[:-1]
     with contextlib.suppress(Exception):
-        logger.warning(message, *args, exc_info=exc_info)
+        _logger.warning(message, *args, exc_info=exc_info)
