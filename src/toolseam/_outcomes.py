@@ -22,7 +22,14 @@ from typing import Literal, final
 from ._decisions import Accept, Block, Deny, ReplaceValue
 from ._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, AbortError, safe_str, type_name
 from ._json import JsonValue, MaterializationError, materialize
-from ._results import ToolFailure, ToolResult, ToolSuccess, aborted_result, render_value
+from ._results import (
+    ToolFailure,
+    ToolResult,
+    ToolSuccess,
+    aborted_result,
+    failure_from_exception,
+    render_value,
+)
 
 __all__ = [
     "CANCELLATION_CODES",
@@ -36,6 +43,7 @@ __all__ = [
     "interrupted",
     "is_abort",
     "is_established_failure",
+    "no_approval_service",
     "stage_raised",
 ]
 
@@ -177,8 +185,6 @@ def body_raised(error: BaseException, *, body_invoked: bool, told_to_stop: bool)
     while the body was not invoked) is `ABORTED_BEFORE_DISPATCH`; anything else is the
     tool's failure.
     """
-    from ._results import failure_from_exception
-
     if not body_invoked and issubclass(type(error), AbortError):
         return classify(body_invoked=False)
     if told_to_stop:
@@ -220,8 +226,6 @@ def stage_raised(
         return StageRaised(classify(body_invoked=body_invoked, contexts=contexts), final=False)
     if not issubclass(type(error), Exception):
         return None
-    from ._results import failure_from_exception
-
     return StageRaised(failure_from_exception(error, additional_contexts=contexts), final=True)
 
 

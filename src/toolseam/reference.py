@@ -189,19 +189,29 @@ class ReferenceRegistry:
             TypeError: ``input`` is not a `ToolExecutionInput` with an `AbortSignal`.
         """
         call = self._start(input)  # 1-3
+        if call.result is None:
+            await self._stage(call, self._before_dispatch)  # 4
+        if call.result is None:
+            await self._stage(call, self._dispatch)  # 5-6
+        if not call.final:
+            await self._stage(call, self._after_dispatch)  # 7
+        else:
+            await self._stage(call, _checkpoint)  # execute() is always a checkpoint
+        return self._publish(call)  # 8-9
+
+    async def _stage(self, call: _Call, stage: Callable[[_Call], Awaitable[None]]) -> None:
+        """Await one stage; whatever escapes it still ends in the call's one result (§5)."""
         try:
-            if call.result is None:
-                await self._before_dispatch(call)  # 4
-            if call.result is None:
-                await self._dispatch(call)  # 5-6
-            if not call.final:
-                await self._after_dispatch(call)  # 7
-            else:
-                await anyio.lowlevel.checkpoint()  # execute() is always a checkpoint
-        except BaseException:  # the host's cancellation (or an interrupt) in a stage
+            await stage(call)
+        except Exception as error:  # a bug or a hostile object slipped through the stage
+            _log(
+                logging.ERROR, "call %r: unexpected error in the pipeline", call.run.call_id, error
+            )
+            contexts = tuple(call.run._contexts)
+            call.settle(failure_from_exception(error, additional_contexts=contexts), final=True)
+        except BaseException:  # the host's cancellation, or an interrupt: settle, re-raise
             self._settle_interrupted(call)
             raise
-        return self._publish(call)  # 8-9
 
     def _start(self, input: ToolExecutionInput, *, skipped: bool = False) -> _Call:
         """1. Snapshot the input, capture finalize_content; 2. materialize; 3. pre-aborted."""
@@ -378,6 +388,11 @@ class ReferenceRegistry:
         run._in_body = True
         run._body_invoked = True  # immediately before the body call (contract §5.6)
         try:
+            # A define_tool `def` body runs in a worker thread (toolseam._threads) and is
+            # awaited until the thread returns; it is told through this same signal: the
+            # caller's abort reaches it through the fusion, and on host cancellation the
+            # handler below aborts the fusion while the thread job waits, shielded, for the
+            # thread to return before the cancellation reaches this frame.
             args = definition.parse_arguments(run.arguments)
             output = await definition.run(args, run)
             result = _body_success(run.name, definition, args, output)
@@ -422,7 +437,7 @@ class ReferenceRegistry:
             )
             result = rules.apply_post(dispatched, decision, denied=call.denied)
             if call.denied and type(decision) is ReplaceValue:
-                _log("post-execute ReplaceValue ignored: the call was denied")
+                _log(logging.WARNING, "post-execute ReplaceValue ignored: the call was denied")
         except BaseException as error:
             contexts = dispatched.additional_contexts
             return self._stage_raised(call, error, contexts, dispatched)
@@ -494,7 +509,7 @@ class ReferenceRegistry:
             try:
                 observer(run, result)
             except Exception as error:
-                _log("result observer %r raised; contained", observer, error)
+                _log(logging.ERROR, "result observer %r raised; contained", observer, error)
             except BaseException as error:
                 interrupt = interrupt or error
         self._in_flight.discard(call)
@@ -565,7 +580,7 @@ async def run_tool_calls(
                 async with stages:
                     call = registry._start(input_of(c))
                     if call.result is None:
-                        await _stage(registry, call, registry._before_dispatch)
+                        await registry._stage(call, registry._before_dispatch)
                 posted = anyio.Event()
                 group.start_soon(
                     _dispatch_and_post,
@@ -607,12 +622,12 @@ async def _dispatch_and_post(
     try:
         if call.result is None:
             async with slots:
-                await registry._dispatch(call)
+                await registry._stage(call, registry._dispatch)
         if previous is not None:
             await previous.wait()
         async with stages:
             if not call.final:
-                await registry._after_dispatch(call)
+                await registry._stage(call, registry._after_dispatch)
         results[index] = CallOutcome(c, registry._publish(call), True)
     except BaseException:
         if not call.published:  # the host's cancellation: still the call's one result
@@ -622,18 +637,11 @@ async def _dispatch_and_post(
         posted.set()
 
 
-async def _stage(
-    registry: ReferenceRegistry, call: _Call, stage: Callable[[_Call], Awaitable[None]]
-) -> None:
-    """Await one stage; the host's cancellation still publishes the call's one result."""
-    try:
-        await stage(call)
-    except BaseException:
-        registry._settle_interrupted(call)
-        raise
-
-
 # -- small helpers --------------------------------------------------------------------------
+
+
+async def _checkpoint(call: _Call) -> None:
+    await anyio.lowlevel.checkpoint()
 
 
 async def _allow() -> Allow:
@@ -730,9 +738,10 @@ def _add(items: list[Any], item: object, prepend: bool) -> Registration:
     return Registration(remove)
 
 
-def _log(message: str, *args: object) -> None:
+def _log(level: int, message: str, *args: object) -> None:
+    """Log on the ``toolseam`` logger, never raising; a last exception is ``exc_info``."""
     exc_info = args[-1] if args and isinstance(args[-1], BaseException) else None
     if exc_info is not None:
         args = args[:-1]
     with contextlib.suppress(Exception):
-        _logger.warning(message, *args, exc_info=exc_info)
+        _logger.log(level, message, *args, exc_info=exc_info)
