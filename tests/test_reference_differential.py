@@ -639,6 +639,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         finalize=draw(st.sampled_from(["keep"] * 4 + ["replace", "raise"])),
         event=event,
         at=draw(st.sampled_from(CHECKPOINTS)),
+        interrupt=draw(st.sampled_from(["none"] * 12 + [*CHECKPOINTS, "observed"])),
+        base_reason=draw(st.booleans()),
     )
 
 
@@ -670,6 +672,7 @@ async def run_batch(
     fails: bool = False,
     *,
     anywhere: bool = False,
+    interrupt_at: tuple[int, str] | None = None,
 ) -> tuple[object, ...]:
     scenario = Scenario(post="context", defer=True, tool="failure" if fails else "success")
     h = Harness(scenario, engine, loop_thread=threading.get_ident())
@@ -686,6 +689,11 @@ async def run_batch(
 
     def hook(checkpoint: str, call_id: str = "c") -> None:
         h.trace.append(f"{call_id}:{checkpoint}")
+        if interrupt_at is not None and (f"b{interrupt_at[0]}", interrupt_at[1]) == (
+            call_id,
+            checkpoint,
+        ):
+            raise Interrupt(checkpoint)
         if checkpoint == "body" and call_id in fire_on:
             action = fire_on.pop(call_id)
             if threading.get_ident() == h.loop_thread:
@@ -705,6 +713,7 @@ async def run_batch(
         for i, c in enumerate(calls)
     ]
     outcomes: list[Any] | None = None
+    raised: str | None = None
     with anyio.CancelScope() as scope:
         if host_at is not None:
 
@@ -713,16 +722,19 @@ async def run_batch(
                 scope.cancel()
 
             fire_on[f"b{host_at}"] = cancel
-        if engine == "fast":
-            assert isinstance(registry, ToolRegistry)
-            outcomes = await run_tool_calls(
-                registry, tool_calls, signal=h.caller.signal, max_parallel=max_parallel
-            )
-        else:
-            assert isinstance(registry, reference.ReferenceRegistry)
-            outcomes = await reference.run_tool_calls(
-                registry, tool_calls, signal=h.caller.signal, max_parallel=max_parallel
-            )
+        try:
+            if engine == "fast":
+                assert isinstance(registry, ToolRegistry)
+                outcomes = await run_tool_calls(
+                    registry, tool_calls, signal=h.caller.signal, max_parallel=max_parallel
+                )
+            else:
+                assert isinstance(registry, reference.ReferenceRegistry)
+                outcomes = await reference.run_tool_calls(
+                    registry, tool_calls, signal=h.caller.signal, max_parallel=max_parallel
+                )
+        except Interrupt as interrupt:  # bare, once every call has its result
+            raised = interrupt.args[0]
     quiescent = h.started == h.finished
     await registry.wait_idle()
     per_call = {
@@ -737,7 +749,7 @@ async def run_batch(
         if outcomes is None
         else [(o.call.call_id, o.dispatched, summary(o.result)) for o in outcomes]
     )
-    return (returned, published, per_call, pre_order, post_order, quiescent)
+    return (returned, published, per_call, pre_order, post_order, raised, quiescent)
 
 
 @settings(
@@ -807,7 +819,7 @@ async def test_batches_with_an_event_in_any_body_keep_the_contract(
     abort_at = None if abort_at is None else abort_at % len(calls)
     host_at = None if host_at is None else host_at % len(calls)
     for engine in ENGINES:
-        returned, published, per_call, pre_order, post_order, quiescent = await run_batch(
+        returned, published, per_call, pre_order, post_order, _, quiescent = await run_batch(
             calls, abort_at, host_at, engine, max_parallel, anywhere=True
         )
         assert quiescent
@@ -826,3 +838,14 @@ async def test_batches_with_an_event_in_any_body_keep_the_contract(
                 assert ran, (engine, call_id)
             if code == "ABORTED_BEFORE_DISPATCH":
                 assert not ran, (engine, call_id)
+
+
+@pytest.mark.parametrize("where", ["pre", "body", "post", "finalize", "observed"])
+@pytest.mark.parametrize("body", ["async", "thread"])
+async def test_an_interrupt_in_a_batch_matches(where: str, body: BodyKind) -> None:
+    """An interrupt from one call: the batch stops as on an abort, then raises it bare."""
+    calls = [BatchCall(body, exclusive=True) for _ in range(3)]
+    fast = await run_batch(calls, None, None, "fast", 2, interrupt_at=(1, where))
+    ref = await run_batch(calls, None, None, "reference", 2, interrupt_at=(1, where))
+    assert ref == fast
+    assert fast[-2] == where

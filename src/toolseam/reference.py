@@ -13,7 +13,8 @@ body's signal and runs ``define_tool``'s synchronous bodies in worker threads), 
 of a tool's ``timeout``, and the JSON snapshot of arguments and outputs.
 
 Not covered: ``timeout_policy`` registered by hand (it needs a `ToolRegistry`), tracing hooks,
-and ``KeyboardInterrupt`` raised by one call of a batch (it propagates at once here).
+``register()``'s checks of a malformed definition, and ``wait_idle()`` across several event
+loops in several threads.
 """
 
 from __future__ import annotations
@@ -401,7 +402,7 @@ class ReferenceRegistry:
         except BaseException as error:
             if not call.told_to_stop(error):  # the host cancels: tell the body's signal
                 if deadline is not None and deadline.owns(run._host):
-                    call.run._body_result = deadline.timed_out(rules.classify(body_invoked=True))
+                    run._body_result = deadline.timed_out(rules.classify(body_invoked=True))
                 if run._host is not None:
                     abort_for_host(run._host)
                 raise
@@ -417,7 +418,7 @@ class ReferenceRegistry:
         if deadline is not None and deadline.owns(run._host):
             result = deadline.timed_out(result)  # TOOL_TIMEOUT only if it aborted first
         result = self._after_abort(call, result)
-        call.run._body_result = result
+        run._body_result = result
         return result
 
     def _body_raised(self, call: _Call, error: BaseException) -> ToolFailure:
@@ -452,9 +453,7 @@ class ReferenceRegistry:
         held: ToolResult | None = None,
     ) -> None:
         """A stage raised: the caller's abort, its failure, or propagate (`stage_raised`)."""
-        told = rules.is_abort(
-            error, caller_reason=call.caller.reason, caller_aborted=call.caller.aborted
-        ) or (call.caller.aborted and error is _reason(call.run._host))
+        told = call.told_to_stop(error)  # the caller's abort: as if the stage had returned
         if told and (error is call.caller.reason or error is _reason(call.run._host)):
             BaseException.with_traceback(error, None)
         decided = rules.stage_raised(
@@ -563,6 +562,9 @@ async def run_tool_calls(
         )
 
     results: dict[int, CallOutcome] = {}
+    # An interrupt (a BaseException other than the host's cancellation) raised for a call
+    # once it has its result stops the batch like an abort, and is raised at the end (§7).
+    held: list[BaseException] = []
     stages = anyio.Lock()  # pre- and post-execute never overlap
     slots = anyio.CapacityLimiter(max_parallel)
     index = 0
@@ -572,15 +574,22 @@ async def run_tool_calls(
             previous: anyio.Event | None = None
             while index < len(calls):
                 c = calls[index]
-                if signal.aborted:
+                if signal.aborted or held:
                     break
                 mode = registry.execution_mode(input_of(c))
                 if mode == "exclusive" and previous is not None:
                     break  # a barrier: wait for the group first
                 async with stages:
                     call = registry._start(input_of(c))
-                    if call.result is None:
-                        await registry._stage(call, registry._before_dispatch)
+                    try:
+                        if call.result is None:
+                            await registry._stage(call, registry._before_dispatch)
+                    except anyio.get_cancelled_exc_class():
+                        raise
+                    except BaseException as interrupt:  # the call has published its result
+                        held.append(interrupt)
+                        results[index] = CallOutcome(c, _published(call), True)
+                        break
                 posted = anyio.Event()
                 group.start_soon(
                     _dispatch_and_post,
@@ -593,17 +602,20 @@ async def run_tool_calls(
                     slots,
                     previous,
                     posted,
+                    held,
                 )
                 previous = posted
                 index += 1
                 if mode == "exclusive":
                     break
-        if signal.aborted:
+        if signal.aborted or held:
             break
     for skipped, c in enumerate(calls):
         if skipped not in results:  # never started: the history stays balanced (§7)
             call = registry._start(input_of(c), skipped=True)
             results[skipped] = CallOutcome(c, registry._publish(call), False)
+    if held:
+        raise held[0]
     return [results[i] for i in range(len(calls))]
 
 
@@ -617,6 +629,7 @@ async def _dispatch_and_post(
     slots: anyio.CapacityLimiter,
     previous: anyio.Event | None,
     posted: anyio.Event,
+    held: list[BaseException],
 ) -> None:
     """One started call of a batch: its dispatch (overlapping), then post in model order."""
     try:
@@ -629,15 +642,26 @@ async def _dispatch_and_post(
             if not call.final:
                 await registry._stage(call, registry._after_dispatch)
         results[index] = CallOutcome(c, registry._publish(call), True)
-    except BaseException:
+    except anyio.get_cancelled_exc_class():
         if not call.published:  # the host's cancellation: still the call's one result
             registry._settle_interrupted(call)
         raise
+    except BaseException as interrupt:  # held until every started call has its result
+        if not call.published:
+            registry._settle_interrupted(call)
+        held.append(interrupt)
+        results[index] = CallOutcome(c, _published(call), True)
     finally:
         posted.set()
 
 
 # -- small helpers --------------------------------------------------------------------------
+
+
+def _published(call: _Call) -> ToolResult:
+    assert call.published
+    assert call.result is not None
+    return call.result
 
 
 async def _checkpoint(call: _Call) -> None:
