@@ -10,6 +10,12 @@ returns) and leave no listener on the caller's signal.
 Three families: an explicit grid (an event at every stage x every kind of body x caller
 abort or host cancellation x stages that return or raise the abort), rows of the hostile
 behaviour table of docs/reliability.md, and hypothesis-generated pipelines and batches.
+
+Batches are compared call for call when their events land in an exclusive call's body (it
+runs alone, so what every other call has done is fixed). An abort in a parallel call's body
+lands wherever the schedule has put its siblings — the engine runs a dispatch in the batch's
+task until its body blocks, the reference pre-executes the next call first — which the
+contract leaves open (§7); there both engines are checked against the contract instead.
 """
 
 from __future__ import annotations
@@ -678,9 +684,9 @@ async def run_batch(
     h = Harness(scenario, engine, loop_thread=threading.get_ident())
     registry = build(h)
     fire_on: dict[str, Callable[[], None]] = {}
-    # Events only in the body of an exclusive call, which runs alone: every call before it
-    # has published and none after it has started, whatever the schedule. An abort in a
-    # parallel call's body is schedule-dependent (see the module docstring).
+    # Unless ``anywhere``, events only in the body of an exclusive call, which runs alone:
+    # every call before it has published and none after it has started, whatever the
+    # schedule. An abort in a parallel call's body is schedule-dependent (module docstring).
     if not anywhere:
         abort_at = abort_at if abort_at is not None and calls[abort_at].exclusive else None
         host_at = host_at if host_at is not None and calls[host_at].exclusive else None
