@@ -17,6 +17,10 @@ __all__ = ["BUILTIN", "DriverUnavailable", "load_driver"]
 
 BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "toolseam": ("toolseam.conformance.drivers._toolseam:ToolseamDriver", ()),
+    "toolseam-reference": (
+        "toolseam.conformance.drivers._toolseam_reference:ReferenceDriver",
+        (),
+    ),
     "pydantic-ai": (
         "toolseam.conformance.drivers._pydantic_ai:PydanticAIDriver",
         ("pydantic-ai-slim",),
