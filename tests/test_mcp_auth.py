@@ -11,13 +11,19 @@ for its status and for the body that must not have run.
 from __future__ import annotations
 
 import base64
+import contextlib
+import datetime
 import functools
 import hashlib
 import hmac
+import ipaddress
 import json
+import ssl
+import threading
 import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
@@ -502,3 +508,114 @@ async def test_a_call_flood_from_one_principal_leaves_another_working(keys: Keys
     assert _texts(result) == ["touched"]
     assert bodies.ran == ["bob"]
     assert bodies.held == 2
+
+
+# -- keys from a URL, TLS, the command line --------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_jwks_url_is_fetched_once_and_kept(keys: Keys) -> None:
+    fetched: list[str] = []
+    document = json.dumps(keys.jwks).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+        verifier = JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)
+        with anyio.fail_after(GUARD):
+            first = await verifier.verify_token(keys.token(sub="one"))
+            second = await verifier.verify_token(keys.token(sub="two"))
+            again = await verifier.verify_token(keys.token(sub="one", jti="x"))
+            forged = await verifier.verify_token(keys.token(key=keys.stranger))
+            unknown_kid = jwt.encode(
+                {"iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": int(time.time()) + 60},
+                keys.private,
+                algorithm="ES256",
+                headers={"kid": "rotated"},
+            )
+            rotated = await verifier.verify_token(unknown_kid)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [a.subject if a else None for a in (first, second, again)] == ["one", "two", "one"]
+    assert (forged, rotated) == (None, None)
+    assert fetched == ["/jwks.json"]  # an unknown key id does not refetch within 5 minutes
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path, ssl.SSLContext]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    certfile, keyfile = tmp / "cert.pem", tmp / "key.pem"
+    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.create_default_context(cafile=str(certfile))
+    return certfile, keyfile, context
+
+
+async def test_tls_serves_https(tmp_path: Path) -> None:
+    bodies = Bodies()
+    certfile, keyfile, context = _self_signed(tmp_path)
+    settings: dict[str, Any] = {"auth": static_auth(), "certfile": certfile, "keyfile": keyfile}
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(bodies.registry, **settings) as url,
+            httpx2.AsyncClient(verify=context, timeout=GUARD) as client,
+        ):
+            answer = await client.post(url, json=INIT_2025, headers=era_headers("2025", ALICE))
+    assert url.startswith("https://127.0.0.1:")
+    assert answer.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--auth-jwks", "keys.json"], "--auth-jwks and --auth-issuer go together"),
+        (["--auth-tokens", "/nonexistent/tokens"], "--auth-tokens: No such file or directory"),
+        (["--http", "0.0.0.0:0", "--max-sessions", "0"], "expected a positive integer"),
+    ],
+)
+def test_the_command_line_refuses_bad_settings(
+    capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) if "--max-sessions" in extra else contextlib.nullcontext():
+        status = main(["serve", "mcp_fixtures.registry:registry", "--http", "0", *extra])
+        assert status == 2
+    assert message in capsys.readouterr().err
