@@ -397,8 +397,14 @@ async def test_a_forged_origin_or_host_is_refused(era: Era) -> None:
     assert bodies.ran == (["x"] * 3 if era == "2026" else [])
 
 
-def test_a_public_bind_without_auth_refuses_to_start(capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["serve", "mcp_fixtures.registry:registry", "--http", "0.0.0.0:0"])
+@pytest.mark.parametrize(
+    "command",
+    [["serve", "mcp_fixtures.registry:registry"], ["gateway", "--upstream", "a=http://x/mcp"]],
+)
+def test_a_public_bind_without_auth_refuses_to_start(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    status = main([*command, "--http", "0.0.0.0:0"])
     error = capsys.readouterr().err
     assert status == 2
     assert "refusing to serve on 0.0.0.0 without authentication" in error
@@ -473,6 +479,28 @@ async def test_the_global_session_cap_answers_503() -> None:
                 for _ in range(3)
             ]
     assert [answer.status_code for answer in answers] == [200, 200, 503]
+
+
+async def test_an_idle_session_is_closed() -> None:
+    bodies = Bodies()
+    limits = HttpLimits(max_sessions=1, session_idle_timeout=0.2)
+    statuses: list[int] = []
+    with anyio.fail_after(GUARD):
+        async with serving(bodies.registry, limits=limits) as url, http() as client:
+            first = await client.post(url, json=INIT_2025, headers=era_headers("2025"))
+            # The one session slot is taken until the idle session is closed.
+            while not statuses or statuses[-1] != 200:
+                answer = await client.post(url, json=INIT_2025, headers=era_headers("2025"))
+                statuses.append(answer.status_code)
+                await anyio.sleep(0.05)
+            stale = await client.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
+                headers={**era_headers("2025"), "mcp-session-id": first.headers["mcp-session-id"]},
+            )
+    assert first.status_code == 200
+    assert set(statuses[:-1]) <= {503}
+    assert stale.status_code == 404
 
 
 @pytest.mark.parametrize("era", ERAS)
