@@ -41,8 +41,16 @@ from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD
 from toolseam import ToolRegistry, ToolRunContext, define_tool
-from toolseam.mcp import HttpAuth, HttpLimits, JwtTokens, StaticTokens, serve_http
-from toolseam.mcp.__main__ import main, redact_userinfo
+from toolseam.mcp import (
+    HttpAuth,
+    HttpLimits,
+    JwtTokens,
+    StaticTokens,
+    mount_upstreams,
+    serve_http,
+)
+from toolseam.mcp.__main__ import main
+from toolseam.mcp._gateway import redact_userinfo
 
 pytestmark = pytest.mark.filterwarnings(
     # The SDK's HTTP client leaves async generators of cancelled streams to the garbage
@@ -120,6 +128,7 @@ class Bodies:
     def __init__(self) -> None:
         self.ran: list[str] = []
         self.seen: list[str | None] = []
+        self.callers: list[str | None] = []
         self.held = 0
         self.holding = anyio.Event()
         self.release = anyio.Event()
@@ -130,6 +139,7 @@ class Bodies:
             self.ran.append(args["note"])
             access = get_access_token()
             self.seen.append(None if access is None else access.token)
+            self.callers.append(None if access is None else access.subject)
             return "touched"
 
         @define_tool(name="hold", description="Wait until released.")
@@ -647,3 +657,58 @@ def test_the_command_line_refuses_bad_settings(
         status = main(["serve", "mcp_fixtures.registry:registry", "--http", "0", *extra])
         assert status == 2
     assert message in capsys.readouterr().err
+
+
+# -- the gateway's own credentials upstream --------------------------------------------------
+
+
+async def test_the_gateway_presents_its_own_credentials_never_the_clients() -> None:
+    upstream = Bodies()
+    only_alice = HttpAuth(verifier=StaticTokens([(ALICE, "alice", ["tools"])]))
+    gateway_auth = HttpAuth(verifier=StaticTokens([(BOB, "bob", ["tools"])]))
+    gateway = ToolRegistry()
+    headers = {"up": {"Authorization": f"Bearer {ALICE}"}}
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(upstream.registry, auth=only_alice) as upstream_url,
+            mount_upstreams(gateway, {"up": upstream_url}, headers=headers) as mounted,
+            serving(gateway, auth=gateway_auth) as gateway_url,
+            connect(gateway_url, "2025", BOB) as session,
+        ):
+            result = await session.call_tool("up_touch", {"note": "via gateway"})
+    assert mounted == {"up": ["up_touch", "up_hold"]}
+    assert _texts(result) == ["touched"]
+    assert upstream.callers == ["alice"]  # the gateway's credential, not its client's
+
+
+async def test_an_upstream_refusing_the_gateway_shows_no_secret() -> None:
+    upstream = Bodies()
+    only_alice = HttpAuth(verifier=StaticTokens([(ALICE, "alice", ["tools"])]))
+    with anyio.fail_after(GUARD):
+        async with serving(upstream.registry, auth=only_alice) as url:
+            with_userinfo = url.replace("http://", "http://gw:hunter2@")
+            with pytest.raises(ConnectionError) as caught:
+                async with mount_upstreams(
+                    ToolRegistry(),
+                    {"up": with_userinfo},
+                    headers={"up": {"Authorization": f"Bearer {BOB}"}},
+                ):
+                    pass
+    message = str(caught.value)
+    assert "hunter2" not in message
+    assert BOB not in message
+    assert "http://***@127.0.0.1:" in message
+    assert upstream.ran == []
+
+
+def test_the_command_line_reads_upstream_secrets_from_env_or_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOOLSEAM_TEST_MISSING", raising=False)
+    base = ["gateway", "--upstream", "up=http://127.0.0.1:9/mcp"]
+    status = main([*base, "--upstream-bearer", "up=env:TOOLSEAM_TEST_MISSING"])
+    assert status == 2
+    assert "environment variable TOOLSEAM_TEST_MISSING is not set" in capsys.readouterr().err
+    status = main([*base, "--upstream-bearer", "other=env:X"])
+    assert status == 2
+    assert "no --upstream named 'other'" in capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import re
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
@@ -30,6 +30,47 @@ def _upstream(text: str) -> tuple[str, str]:
     if not sep or not name or not target.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=URL_OR_COMMAND, got {text!r}")
     return name, target
+
+
+def _credential(text: str) -> tuple[str, str]:
+    """``NAME=REST``: an upstream's name and the rest (a source, or ``HEADER=SOURCE``)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"expected NAME=..., got {text!r}")
+    return name, rest
+
+
+def _read_secret(source: str) -> str:
+    """A secret from ``env:VAR`` or ``file:PATH`` (stripped); the message never shows it."""
+    kind, sep, where = source.partition(":")
+    if sep and kind == "env":
+        value = os.environ.get(where)
+        if value is None:
+            raise ValueError(f"environment variable {where} is not set")
+        return value.strip()
+    if sep and kind == "file":
+        try:
+            with open(where, encoding="utf-8") as file:
+                return file.read().strip()
+        except OSError as error:
+            raise ValueError(f"{error.strerror}: {where}") from None
+    raise ValueError(f"expected env:VAR or file:PATH, got {kind + sep!r}...")
+
+
+def _upstream_headers(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """Each upstream's credential headers, from --upstream-bearer and --upstream-header."""
+    names = {name for name, _ in args.upstream}
+    headers: dict[str, dict[str, str]] = {}
+    for name, source in args.upstream_bearer:
+        if name not in names:
+            raise ValueError(f"--upstream-bearer: no --upstream named {name!r}")
+        headers.setdefault(name, {})["Authorization"] = f"Bearer {_read_secret(source)}"
+    for name, rest in args.upstream_header:
+        header, sep, source = rest.partition("=")
+        if name not in names or not sep or not header:
+            raise ValueError(f"--upstream-header: expected NAME=HEADER=SOURCE for {name!r}")
+        headers.setdefault(name, {})[header] = _read_secret(source)
+    return headers
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +100,24 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         help="an upstream server; repeat for each",
+    )
+    gateway.add_argument(
+        "--upstream-bearer",
+        metavar="NAME=SOURCE",
+        type=_credential,
+        action="append",
+        default=[],
+        help="send an upstream 'Authorization: Bearer TOKEN', the token read from SOURCE: "
+        "env:VAR or file:PATH (repeatable; never printed)",
+    )
+    gateway.add_argument(
+        "--upstream-header",
+        metavar="NAME=HEADER=SOURCE",
+        type=_credential,
+        action="append",
+        default=[],
+        help="send an upstream the header HEADER, its value read from SOURCE: env:VAR or "
+        "file:PATH (repeatable; never printed)",
     )
     gateway.add_argument(
         "--policy",
@@ -230,14 +289,6 @@ def _http_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
-
-
-def redact_userinfo(text: str) -> str:
-    """``text`` with the userinfo of every URL in it (``user:password@``) replaced."""
-    return _USERINFO.sub(r"\1***@", text)
-
-
 class _Announce:
     """A ``task_status`` for `serve_http` that tells the operator (and tests) the URL."""
 
@@ -259,6 +310,7 @@ async def _serve(
 
 async def _gateway(
     upstreams: list[tuple[str, str]],
+    headers: dict[str, dict[str, str]],
     policy: Any,
     http: tuple[str, int] | None,
     name: str,
@@ -272,7 +324,7 @@ async def _gateway(
         outcome = policy(registry)
         if isinstance(outcome, Awaitable):
             await outcome
-    async with mount_upstreams(registry, dict(upstreams)) as mounted:
+    async with mount_upstreams(registry, dict(upstreams), headers=headers) as mounted:
         for upstream, tools in mounted.items():
             print(f"toolseam.mcp: {upstream}: {', '.join(tools)}", file=sys.stderr, flush=True)
         await _serve(registry, http, name, settings)
@@ -314,7 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             policy = None if args.policy is None else load_object(args.policy)
             if not (policy is None or callable(policy) or isinstance(policy, ToolRegistry)):
                 return fail(f"--policy {args.policy!r} is neither callable nor a ToolRegistry")
-            run = functools.partial(_gateway, args.upstream, policy, args.http, args.name, settings)
+            headers = _upstream_headers(args)
+            run = functools.partial(
+                _gateway, args.upstream, headers, policy, args.http, args.name, settings
+            )
     except (TargetError, ValueError) as error:
         return fail(str(error))
     try:
@@ -327,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = _find(error, OSError)
         if found is None:
             raise
+        from ._gateway import redact_userinfo
+
         print(f"{_PROG} {command}: {redact_userinfo(str(found))}", file=sys.stderr)
         return 1
     return 0
