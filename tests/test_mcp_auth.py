@@ -37,6 +37,7 @@ from mcp import ClientSession, MCPError, types
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD
@@ -574,8 +575,15 @@ async def test_a_jwks_url_is_fetched_once_and_kept(keys: Keys) -> None:
         url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
         verifier = JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)
         with anyio.fail_after(GUARD):
-            first = await verifier.verify_token(keys.token(sub="one"))
-            second = await verifier.verify_token(keys.token(sub="two"))
+            verified: dict[str, AccessToken | None] = {}
+
+            async def verify(subject: str) -> None:
+                verified[subject] = await verifier.verify_token(keys.token(sub=subject))
+
+            async with anyio.create_task_group() as tg:  # both wait for the one fetch
+                tg.start_soon(verify, "one")
+                tg.start_soon(verify, "two")
+            first, second = verified["one"], verified["two"]
             again = await verifier.verify_token(keys.token(sub="one", jti="x"))
             forged = await verifier.verify_token(keys.token(key=keys.stranger))
             unknown_kid = jwt.encode(

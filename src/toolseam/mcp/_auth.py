@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast, final
 
+import anyio
 import anyio.to_thread
 import jwt
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -178,6 +179,7 @@ class JwtTokens:
         "_jwks",
         "_keys",
         "_leeway",
+        "_lock",
         "_refresh",
         "_verified",
     )
@@ -216,6 +218,7 @@ class JwtTokens:
         self._jwks: str | None = None
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched = -math.inf
+        self._lock = anyio.Lock()
         self._verified: dict[bytes, AccessToken] = {}
         if isinstance(jwks, Mapping):
             self._keys = _key_set(jwks)
@@ -266,13 +269,13 @@ class JwtTokens:
 
     async def _key(self, kid: str | None) -> jwt.PyJWK | None:
         key = self._lookup(kid)
-        if self._jwks is None:
+        if self._jwks is None or (key is not None and not self._stale()):
             return key
-        stale = time.monotonic() - self._fetched > self._refresh
-        if key is None or stale:
-            # A key id not seen yet may be a rotated key: fetch again, at most every
-            # `refresh_seconds` (an attacker's made-up key ids cannot make it fetch more).
-            if stale:
+        # One fetch at a time; the requests that wait for it then find its keys. A key id
+        # not seen yet may be a rotated key, but fetching again waits `refresh_seconds`
+        # (an attacker's made-up key ids cannot make it fetch more).
+        async with self._lock:
+            if self._stale():
                 self._fetched = time.monotonic()
                 url = self._jwks
                 try:
@@ -280,8 +283,10 @@ class JwtTokens:
                     self._keys = _key_set(document)
                 except (OSError, ValueError, jwt.PyJWTError):
                     pass  # keep the keys we have; a token they cannot verify is refused
-            key = self._lookup(kid)
-        return key
+            return self._lookup(kid)
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._fetched > self._refresh
 
     def _lookup(self, kid: str | None) -> jwt.PyJWK | None:
         if kid is not None:
