@@ -1,6 +1,7 @@
 """Who may call `serve_http`: the attacker suite (authentication, Origin/Host, limits).
 
-asyncio only: `serve_http` runs on uvicorn, which is asyncio code. Each test serves a
+asyncio only where `serve_http` runs (uvicorn is asyncio code); `JwtTokens` on its own
+(a JWKS fetched from a URL) is tested on asyncio and trio. Each test serves a
 registry in this process on 127.0.0.1 (a free port) with the SDK's bearer middleware, and
 attacks it with raw HTTP requests (``httpx2``, the SDK's own HTTP client) or the SDK's
 clients of both protocol revisions (2025-11-25 sessions, 2026-07-28 stateless). The JWKS
