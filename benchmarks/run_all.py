@@ -25,6 +25,7 @@ import bench_capabilities
 import bench_churn
 import bench_durable
 import bench_mcp
+import bench_mcp_auth
 import bench_overhead
 import bench_peers
 import bench_ptc
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "durable": bench_durable.run,
     "temporal": bench_temporal.run,
     "mcp": bench_mcp.run,
+    "mcp-auth": bench_mcp_auth.run,
     # Parts of the above on their own (not run by default: "targets" covers them).
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
@@ -63,6 +65,7 @@ DEFAULT = (
     "durable",
     "temporal",
     "mcp",
+    "mcp-auth",
     "static",
 )
 

@@ -12,6 +12,8 @@ imports it. See ``docs/mcp.md``.
   `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation, and the
   server's progress as ``exec.progress``; with `SessionCallbacks`, its log messages,
   elicitation and sampling requests reach the call's ``exec.log``/``elicit``/``sample``.
+- Who may call over HTTP: `HttpAuth` with `StaticTokens` or `JwtTokens` (an OAuth 2.1
+  resource server on the SDK's pieces), and `HttpLimits`; see `serve_http`.
 - Gateway: `mount_upstreams` (or ``python -m toolseam.mcp gateway --upstream NAME=...``)
   registers the tools of several MCP servers in one registry, each under ``NAME_``.
 """
@@ -29,6 +31,10 @@ if _importlib_util.find_spec("mcp") is None:  # pragma: no cover - only without 
     raise ImportError(_MISSING)
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._auth import HttpAuth as HttpAuth
+from ._auth import HttpLimits as HttpLimits
+from ._auth import JwtTokens as JwtTokens
+from ._auth import StaticTokens as StaticTokens
 from ._client import REMOTE_TOOL_ERROR as REMOTE_TOOL_ERROR
 from ._client import McpToolDefinition as McpToolDefinition
 from ._client import RemoteToolError as RemoteToolError
@@ -47,10 +53,14 @@ __all__ = (
     "CODE_META_KEY",
     "MCP_PATH",
     "REMOTE_TOOL_ERROR",
+    "HttpAuth",
+    "HttpLimits",
+    "JwtTokens",
     "McpToolDefinition",
     "RemoteToolError",
     "SessionCallbacks",
     "SessionKwargs",
+    "StaticTokens",
     "call_tool_result",
     "create_server",
     "mount_upstreams",

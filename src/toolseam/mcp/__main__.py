@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
@@ -29,6 +30,47 @@ def _upstream(text: str) -> tuple[str, str]:
     if not sep or not name or not target.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=URL_OR_COMMAND, got {text!r}")
     return name, target
+
+
+def _credential(text: str) -> tuple[str, str]:
+    """``NAME=REST``: an upstream's name and the rest (a source, or ``HEADER=SOURCE``)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"expected NAME=..., got {text!r}")
+    return name, rest
+
+
+def _read_secret(source: str) -> str:
+    """A secret from ``env:VAR`` or ``file:PATH`` (stripped); the message never shows it."""
+    kind, sep, where = source.partition(":")
+    if sep and kind == "env":
+        value = os.environ.get(where)
+        if value is None:
+            raise ValueError(f"environment variable {where} is not set")
+        return value.strip()
+    if sep and kind == "file":
+        try:
+            with open(where, encoding="utf-8") as file:
+                return file.read().strip()
+        except OSError as error:
+            raise ValueError(f"{error.strerror}: {where}") from None
+    raise ValueError(f"expected env:VAR or file:PATH, got {kind + sep!r}...")
+
+
+def _upstream_headers(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """Each upstream's credential headers, from --upstream-bearer and --upstream-header."""
+    names = {name for name, _ in args.upstream}
+    headers: dict[str, dict[str, str]] = {}
+    for name, source in args.upstream_bearer:
+        if name not in names:
+            raise ValueError(f"--upstream-bearer: no --upstream named {name!r}")
+        headers.setdefault(name, {})["Authorization"] = f"Bearer {_read_secret(source)}"
+    for name, rest in args.upstream_header:
+        header, sep, source = rest.partition("=")
+        if name not in names or not sep or not header:
+            raise ValueError(f"--upstream-header: expected NAME=HEADER=SOURCE for {name!r}")
+        headers.setdefault(name, {})[header] = _read_secret(source)
+    return headers
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +102,24 @@ def _parser() -> argparse.ArgumentParser:
         help="an upstream server; repeat for each",
     )
     gateway.add_argument(
+        "--upstream-bearer",
+        metavar="NAME=SOURCE",
+        type=_credential,
+        action="append",
+        default=[],
+        help="send an upstream 'Authorization: Bearer TOKEN', the token read from SOURCE: "
+        "env:VAR or file:PATH (repeatable; never printed)",
+    )
+    gateway.add_argument(
+        "--upstream-header",
+        metavar="NAME=HEADER=SOURCE",
+        type=_credential,
+        action="append",
+        default=[],
+        help="send an upstream the header HEADER, its value read from SOURCE: env:VAR or "
+        "file:PATH (repeatable; never printed)",
+    )
+    gateway.add_argument(
         "--policy",
         metavar="MODULE:ATTR",
         help="a callable that receives the gateway's ToolRegistry (to add guards, "
@@ -72,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
             type=_address,
             help="serve over streamable HTTP (host defaults to 127.0.0.1) instead of stdio",
         )
+        _http_options(command)
         command.add_argument("--name", default="toolseam", help="server name (default: toolseam)")
         command.add_argument(
             "--backend",
@@ -82,6 +143,152 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _http_options(command: argparse.ArgumentParser) -> None:
+    """Who may call over --http, and the limits (contract: who may call)."""
+    auth = command.add_argument_group("authentication (--http)")
+    auth.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help="static bearer tokens: one a line, TOKEN_OR_sha256:HEX PRINCIPAL [SCOPE ...]",
+    )
+    auth.add_argument(
+        "--auth-jwks", metavar="PATH_OR_URL", help="verify JWT access tokens with this JWKS"
+    )
+    auth.add_argument("--auth-issuer", metavar="ISS", help="the iss a JWT must carry")
+    auth.add_argument(
+        "--auth-audience",
+        metavar="AUD",
+        help="the aud a JWT must hold (default: the resource URL)",
+    )
+    auth.add_argument(
+        "--authorization-server",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="an authorization server named in the protected-resource metadata (repeatable; "
+        "default with --auth-jwks: the issuer)",
+    )
+    auth.add_argument(
+        "--resource-url",
+        metavar="URL",
+        help="this server's public URL, its resource identifier (default: http(s)://HOST:PORT/mcp)",
+    )
+    auth.add_argument(
+        "--require-scope",
+        metavar="SCOPE",
+        action="append",
+        default=[],
+        help="a scope every request needs (repeatable; otherwise 403 insufficient_scope)",
+    )
+    auth.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve a non-loopback host without authentication (anyone may call every tool)",
+    )
+    net = command.add_argument_group("network (--http)")
+    net.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="an Origin allowed besides loopback ones (repeatable)",
+    )
+    net.add_argument(
+        "--allow-host",
+        metavar="HOST",
+        action="append",
+        default=None,
+        help="check Host: a value allowed (repeatable; name or name:port)",
+    )
+    net.add_argument("--certfile", metavar="PEM", help="serve https with this certificate chain")
+    net.add_argument("--keyfile", metavar="PEM", help="the private key of --certfile")
+    limits = command.add_argument_group("limits (--http)")
+    limits.add_argument("--max-body-bytes", metavar="N", type=_positive_int)
+    limits.add_argument("--max-sessions", metavar="N", type=_positive_int)
+    limits.add_argument("--max-sessions-per-principal", metavar="N", type=_positive_int)
+    limits.add_argument("--session-idle-timeout", metavar="SECONDS", type=_positive_float)
+    limits.add_argument("--max-calls-per-principal", metavar="N", type=_positive_int)
+
+
+def _http_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`serve_http`'s keyword arguments from the command line (raises ValueError)."""
+    from ._auth import HttpAuth, HttpLimits, JwtTokens, StaticTokens
+    from ._http import MCP_PATH, NO_AUTH_MESSAGE, is_loopback
+
+    host, port = args.http
+    tls = args.certfile is not None
+    shown = f"[{host}]" if ":" in host else host
+    resource: str = args.resource_url or f"{'https' if tls else 'http'}://{shown}:{port}{MCP_PATH}"
+    if args.auth_tokens is not None and args.auth_jwks is not None:
+        raise ValueError("pass --auth-tokens or --auth-jwks, not both")
+    if (args.auth_jwks is None) != (args.auth_issuer is None):
+        raise ValueError("--auth-jwks and --auth-issuer go together")
+    auth: HttpAuth | None = None
+    servers: list[str] = args.authorization_server
+    if args.auth_tokens is not None:
+        try:
+            verifier: Any = StaticTokens.from_file(args.auth_tokens)
+        except OSError as error:
+            raise ValueError(f"--auth-tokens: {error.strerror}: {args.auth_tokens}") from None
+    elif args.auth_jwks is not None:
+        try:
+            verifier = JwtTokens(
+                args.auth_jwks,
+                issuer=args.auth_issuer,
+                audience=args.auth_audience or resource,
+            )
+        except OSError as error:
+            raise ValueError(f"--auth-jwks: {error.strerror}: {args.auth_jwks}") from None
+        servers = servers or [args.auth_issuer]
+    else:
+        verifier = None
+    if verifier is not None:
+        auth = HttpAuth(
+            verifier=verifier,
+            authorization_servers=servers,
+            resource_url=resource,
+            required_scopes=args.require_scope,
+        )
+    elif not is_loopback(host) and not args.insecure_no_auth:
+        raise ValueError(NO_AUTH_MESSAGE.format(host=host))
+    overrides = {
+        name: value
+        for name in (
+            "max_body_bytes",
+            "max_sessions",
+            "max_sessions_per_principal",
+            "session_idle_timeout",
+            "max_calls_per_principal",
+        )
+        if (value := getattr(args, name)) is not None
+    }
+    return {
+        "auth": auth,
+        "insecure_no_auth": args.insecure_no_auth,
+        "allow_origins": args.allow_origin,
+        "allow_hosts": args.allow_host,
+        "certfile": args.certfile,
+        "keyfile": args.keyfile,
+        "limits": HttpLimits(**overrides),
+    }
+
+
 class _Announce:
     """A ``task_status`` for `serve_http` that tells the operator (and tests) the URL."""
 
@@ -89,21 +296,25 @@ class _Announce:
         print(f"toolseam.mcp: serving {value}", file=sys.stderr, flush=True)
 
 
-async def _serve(registry: Any, http: tuple[str, int] | None, name: str) -> None:
+async def _serve(
+    registry: Any, http: tuple[str, int] | None, name: str, settings: dict[str, Any]
+) -> None:
     from . import serve_http, serve_stdio
 
     if http is None:
         await serve_stdio(registry, name=name)
         return
     host, port = http
-    await serve_http(registry, host=host, port=port, name=name, task_status=_Announce())
+    await serve_http(registry, host=host, port=port, name=name, task_status=_Announce(), **settings)
 
 
 async def _gateway(
     upstreams: list[tuple[str, str]],
+    headers: dict[str, dict[str, str]],
     policy: Any,
     http: tuple[str, int] | None,
     name: str,
+    settings: dict[str, Any],
 ) -> None:
     from .. import ToolRegistry
     from . import mount_upstreams
@@ -113,10 +324,10 @@ async def _gateway(
         outcome = policy(registry)
         if isinstance(outcome, Awaitable):
             await outcome
-    async with mount_upstreams(registry, dict(upstreams)) as mounted:
+    async with mount_upstreams(registry, dict(upstreams), headers=headers) as mounted:
         for upstream, tools in mounted.items():
             print(f"toolseam.mcp: {upstream}: {', '.join(tools)}", file=sys.stderr, flush=True)
-        await _serve(registry, http, name)
+        await _serve(registry, http, name, settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,9 +347,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     run: Callable[[], Awaitable[None]]
     try:
+        settings = {} if args.http is None else _http_settings(args)
+    except ValueError as error:
+        return fail(str(error))
+    try:
         if command == "serve":
             registry = load_registry(args.target)
-            run = functools.partial(_serve, registry, args.http, args.name)
+            run = functools.partial(_serve, registry, args.http, args.name, settings)
         else:
             from ._gateway import check_name
 
@@ -151,7 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             policy = None if args.policy is None else load_object(args.policy)
             if not (policy is None or callable(policy) or isinstance(policy, ToolRegistry)):
                 return fail(f"--policy {args.policy!r} is neither callable nor a ToolRegistry")
-            run = functools.partial(_gateway, args.upstream, policy, args.http, args.name)
+            headers = _upstream_headers(args)
+            run = functools.partial(
+                _gateway, args.upstream, headers, policy, args.http, args.name, settings
+            )
     except (TargetError, ValueError) as error:
         return fail(str(error))
     try:
@@ -164,7 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = _find(error, OSError)
         if found is None:
             raise
-        print(f"{_PROG} {command}: {found}", file=sys.stderr)
+        from ._gateway import redact_userinfo
+
+        print(f"{_PROG} {command}: {redact_userinfo(str(found))}", file=sys.stderr)
         return 1
     return 0
 

@@ -38,16 +38,19 @@ lost fails with ``REMOTE_TOOL_ERROR`` and is never re-sent: tool calls are not i
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import AsyncGenerator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, cast, final
 
 import anyio
 import anyio.lowlevel
+import httpx2
 from anyio.abc import TaskStatus
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import INVALID_REQUEST
 
 from .._registration import Registration
@@ -55,12 +58,30 @@ from .._registry import ToolRegistry
 from ._client import McpToolDefinition, list_tools
 from ._relay import SessionCallbacks
 
-__all__ = ["check_name", "mount_upstreams", "upstream_target"]
+__all__ = ["check_name", "mount_upstreams", "redact_userinfo", "upstream_target"]
 
 _FIRST_DELAY: Final = 1.0
 _MAX_DELAY: Final = 30.0
 # A 404 for a session: the SDK client's own message, or the SDK server's JSON-RPC error.
 _SESSION_GONE: Final = frozenset({"Session terminated", "Session not found"})
+_USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+# As the SDK's own HTTP client: 30 s to connect and write, 5 minutes to read a stream.
+_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
+
+
+def redact_userinfo(text: str) -> str:
+    """``text`` with the userinfo of every URL in it (``user:password@``) as ``***@``."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
+@asynccontextmanager
+async def _with_headers(url: str, headers: Mapping[str, str]) -> AsyncGenerator[Any]:
+    """The SDK's streamable HTTP transport, sending ``headers`` on every request."""
+    async with (
+        httpx2.AsyncClient(headers=dict(headers), timeout=_TIMEOUT) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def upstream_target(target: str | StdioServerParameters) -> str | StdioServerParameters:
@@ -104,6 +125,7 @@ class _Upstream:
         "_attempt",
         "_closing",
         "_delay",
+        "_headers",
         "_lost",
         "_next_attempt",
         "_reason",
@@ -115,13 +137,19 @@ class _Upstream:
         "name",
     )
 
-    def __init__(self, name: str, target: str | StdioServerParameters) -> None:
+    def __init__(
+        self,
+        name: str,
+        target: str | StdioServerParameters,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
+        self._headers = headers
         # Every level: the gateway's own server filters by what each of its clients asked.
         self.callbacks = SessionCallbacks(log_level="debug")
         self._target = target
         shown = target if isinstance(target, str) else shlex.join([target.command, *target.args])
-        self._shown = shown
+        self._shown = redact_userinfo(shown)
         self._session: ClientSession | None = None
         self._closing = anyio.Event()  # made in the event loop: `mount_upstreams` builds these
         self._reason = "not connected"
@@ -164,10 +192,14 @@ class _Upstream:
             except Exception as error:
                 if tools is None:
                     raise ConnectionError(
-                        f'upstream "{self.name}" ({self._shown}): {_describe(error)}'
+                        redact_userinfo(
+                            f'upstream "{self.name}" ({self._shown}): {_describe(error)}'
+                        )
                     ) from error
                 if self._session is session:  # not yet marked down by `failed`
-                    self._down(f"connection lost: {_describe(error)}", backoff=True)
+                    self._down(
+                        redact_userinfo(f"connection lost: {_describe(error)}"), backoff=True
+                    )
             if self._closing.is_set() or not isinstance(self._target, str):
                 return  # a stdio upstream is never restarted
             if self._session is session:
@@ -175,10 +207,14 @@ class _Upstream:
             assert self._wanted is not None  # made by `_down`
             await self._wanted.wait()
 
-    def _transport(self) -> Any:
-        # A URL as is; stdio parameters as the SDK's transport (mcp 2.0's `Client` does
-        # not take them directly).
-        return self._target if isinstance(self._target, str) else stdio_client(self._target)
+    def _transport(self) -> str | AbstractAsyncContextManager[Any]:
+        # A URL as is (or with the upstream's headers); stdio parameters as the SDK's
+        # transport (mcp 2.0's `Client` does not take them directly).
+        if not isinstance(self._target, str):
+            return stdio_client(self._target)
+        if self._headers:
+            return _with_headers(self._target, self._headers)
+        return self._target
 
     def _connected(self, session: ClientSession) -> None:
         self._session = session
@@ -257,7 +293,10 @@ def check_name(name: str) -> None:
 
 @asynccontextmanager
 async def mount_upstreams(
-    registry: ToolRegistry, upstreams: Mapping[str, str | StdioServerParameters]
+    registry: ToolRegistry,
+    upstreams: Mapping[str, str | StdioServerParameters],
+    *,
+    headers: Mapping[str, Mapping[str, str]] | None = None,
 ) -> AsyncGenerator[dict[str, list[str]]]:
     """Connect to MCP servers and register their tools, each under the prefix ``NAME_``.
 
@@ -277,6 +316,9 @@ async def mount_upstreams(
         upstreams: Upstream name to server: an ``http(s)://`` URL (streamable HTTP), a
             command line (a stdio server, started with this process's environment and
             working directory), or ``mcp.StdioServerParameters``.
+        headers: Upstream name to the HTTP headers the gateway sends that upstream on
+            every request (its own credentials, e.g. ``Authorization: Bearer ...``). A
+            client's token is never forwarded upstream. Never printed.
 
     Yields:
         Each upstream's name and its tools' local names, in order.
@@ -289,6 +331,10 @@ async def mount_upstreams(
     links = [(name, upstream_target(target)) for name, target in upstreams.items()]
     for name, _ in links:
         check_name(name)
+    extra = dict(headers or {})
+    for name in extra:
+        if name not in upstreams:
+            raise ValueError(f"headers for an unknown upstream: {name!r}")
     mounted: dict[str, list[str]] = {}
     registrations: list[Registration] = []
     connected: list[_Upstream] = []
@@ -296,7 +342,7 @@ async def mount_upstreams(
     async with anyio.create_task_group() as tg:
         try:
             for name, target in links:
-                upstream = _Upstream(name, target)
+                upstream = _Upstream(name, target, extra.get(name))
                 try:
                     tools = await tg.start(upstream.run)
                     connected.append(upstream)

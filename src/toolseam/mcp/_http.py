@@ -32,22 +32,38 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Generator
-from typing import Final, cast, final
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any, Final, cast, final
 
 import anyio
 import anyio.lowlevel
 import uvicorn
 from anyio.abc import TaskStatus
+from mcp import MCPError
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+    authorization_context,
+)
+from mcp.server.auth.provider import principal_components
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from .._registry import ToolRegistry
+from ._auth import HttpAuth, HttpLimits
 from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
 
 __all__ = ["MCP_PATH", "serve_http"]
@@ -59,17 +75,90 @@ MCP_PATH: Final = "/mcp"
 
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 _SHUTDOWN: Final = "the MCP server is shutting down"
+_DEFAULT_LIMITS: Final = HttpLimits()
+
+NO_AUTH_MESSAGE: Final = (
+    "refusing to serve on {host} without authentication: anyone who can reach it could "
+    "call every tool. Pass --auth-tokens FILE, or --auth-jwks PATH_OR_URL --auth-issuer ISS "
+    "(serve_http(auth=HttpAuth(...))); or --insecure-no-auth (insecure_no_auth=True) to "
+    "accept the risk"
+)
 
 
-def _security(host: str) -> TransportSecuritySettings | None:
-    """DNS-rebinding protection on loopback, as the SDK's own ``streamable_http_app`` does."""
-    if host not in _LOOPBACK:
-        return None
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names a loopback interface only."""
+    return host in _LOOPBACK
+
+
+@final
+class _Gate:
+    """The checks in front of the endpoint: ``Origin`` on every request, ``Host`` if asked.
+
+    A request whose ``Origin`` is not allowed is refused (403) on every interface (the
+    transport spec: servers MUST validate it); one without ``Origin`` (a non-browser
+    client) is accepted. ``Host`` is checked against ``allow_hosts`` when given, and
+    against the loopback names when serving on loopback (DNS-rebinding protection, as the
+    SDK's own app does); a wrong one is refused (421).
+    """
+
+    __slots__ = ("_app", "_hosts", "_loopback", "_origins")
+
+    def __init__(
+        self, app: ASGIApp, *, loopback: bool, origins: Sequence[str], hosts: Sequence[str] | None
+    ) -> None:
+        self._app = app
+        self._loopback = loopback
+        self._origins = frozenset(origin.lower().rstrip("/") for origin in origins)
+        self._hosts = None if hosts is None else frozenset(host.lower() for host in hosts)
+
+    def _origin_ok(self, origin: str) -> bool:
+        origin = origin.lower().rstrip("/")
+        if origin in self._origins:
+            return True
+        if not self._loopback:
+            return False
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and _loopback_authority(rest)
+
+    def _host_ok(self, host: str) -> bool:
+        host = host.lower()
+        if self._hosts is not None:
+            return host in self._hosts or _strip_port(host) in self._hosts
+        return not self._loopback or _loopback_authority(host)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origin: str | None = None
+        host: str | None = None
+        for key, value in scope.get("headers", ()):
+            if key == b"origin":
+                origin = value.decode("latin-1")
+            elif key == b"host":
+                host = value.decode("latin-1")
+        if origin is not None and not self._origin_ok(origin):
+            await Response("Invalid Origin header", status_code=403)(scope, receive, send)
+            return
+        if not self._host_ok(host or ""):
+            await Response("Invalid Host header", status_code=421)(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+
+def _strip_port(authority: str) -> str:
+    if authority.startswith("["):
+        return authority[: authority.find("]") + 1]
+    return authority.rpartition(":")[0] if ":" in authority else authority
+
+
+def _loopback_authority(authority: str) -> bool:
+    return _strip_port(authority) in ("127.0.0.1", "localhost", "[::1]")
+
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, status: int, message: str, code: int = -32600
+) -> None:
+    """Answer a JSON-RPC error body (no request id) with an HTTP status."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    await JSONResponse(body, status_code=status)(scope, receive, send)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -124,10 +213,10 @@ def _no_delay(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
     )
 
 
-def _url(sock: socket.socket) -> str:
+def _url(sock: socket.socket, *, https: bool = False) -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}{MCP_PATH}"
+    return f"{'https' if https else 'http'}://{shown}:{port}{MCP_PATH}"
 
 
 @final
@@ -136,23 +225,44 @@ class _Endpoint:
 
     It also counts the POSTs in progress: a POST ends once its response is sent (for a
     ``tools/call``, once its SSE stream carried the result), so at shutdown `wait_answered`
-    lets the aborted calls' answers reach their clients before the sessions close.
+    lets the aborted calls' answers reach their clients before the sessions close. And it
+    caps the sessions one authenticated principal may open (``sessions_per_principal``).
     """
 
-    __slots__ = ("_answered", "_manager", "_posts", "closing")
+    __slots__ = ("_answered", "_manager", "_opening", "_posts", "_sessions_cap", "closing")
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager, sessions_per_principal: int) -> None:
         self._manager = manager
         self._posts = 0
         self._answered: anyio.Event | None = None
+        self._opening: dict[tuple[str, str | None, str | None], int] = {}
+        self._sessions_cap = sessions_per_principal
         self.closing = False
+
+    def _sessions_of(self, owner: AuthorizationContext) -> int:
+        # The SDK keeps who opened each live session (to refuse another principal's token
+        # on it) in a private table; it has no public count.
+        owners: Mapping[str, AuthorizationContext] = getattr(self._manager, "_session_owners", {})
+        return sum(1 for other in owners.values() if other == owner)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.closing:
-            error = {"code": -32000, "message": "the MCP server is shutting down"}
-            body = {"jsonrpc": "2.0", "id": None, "error": error}
-            await JSONResponse(body, status_code=503)(scope, receive, send)
+            await _refuse(scope, receive, send, 503, _SHUTDOWN, -32000)
             return
+        post = scope.get("method") == "POST"
+        opening: tuple[str, str | None, str | None] | None = None
+        user: object = scope.get("user")
+        if post and isinstance(user, AuthenticatedUser) and _opens_session(scope):
+            owner = authorization_context(user)
+            opening = (owner["client_id"], owner["issuer"], owner["subject"])
+            held = self._sessions_of(owner) + self._opening.get(opening, 0)
+            if held >= self._sessions_cap:
+                message = (
+                    f"too many open sessions for this principal (at most {self._sessions_cap})"
+                )
+                await _refuse(scope, receive, send, 429, message, -32000)
+                return
+            self._opening[opening] = self._opening.get(opening, 0) + 1
         disconnected = ClientGone()
 
         async def watched() -> Message:
@@ -161,12 +271,30 @@ class _Endpoint:
                 disconnected.set()
             return message
 
+        def opened() -> None:
+            # The session, if one opened, is in the SDK's table once the answer starts.
+            nonlocal opening
+            if opening is not None:
+                left = self._opening[opening] - 1
+                if left:
+                    self._opening[opening] = left
+                else:
+                    del self._opening[opening]
+                opening = None
+
+        async def answering(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened()
+            await send(message)
+
         scope = {**scope, DISCONNECTED_SCOPE_KEY: disconnected}
-        post = scope.get("method") == "POST"
         self._posts += post
         try:
-            await self._manager.handle_request(scope, watched, send)
+            await self._manager.handle_request(
+                scope, watched, send if opening is None else answering
+            )
         finally:
+            opened()
             self._posts -= post
             if not self._posts and self._answered is not None:
                 self._answered.set()
@@ -177,6 +305,51 @@ class _Endpoint:
         while self._posts:
             self._answered = anyio.Event()
             await self._answered.wait()
+
+
+def _opens_session(scope: Scope) -> bool:
+    """Whether a POST would open a 2025-era session: no session id, a handshake revision."""
+    version: str | None = None
+    for key, value in scope.get("headers", ()):
+        if key == b"mcp-session-id":
+            return False
+        if key == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _calls_cap(limit: int) -> ServerMiddleware[Any]:
+    """A server middleware capping the ``tools/call`` requests one principal has running.
+
+    Over the cap, the call is refused with a JSON-RPC error before it reaches the
+    registry (its body never runs). Unauthenticated requests are not counted.
+    """
+    running: dict[tuple[str, str | None, str | None], int] = {}
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        scope: object = getattr(ctx.request, "scope", None)
+        user: object = (
+            cast("Mapping[str, object]", scope).get("user") if isinstance(scope, Mapping) else None
+        )
+        if not isinstance(user, AuthenticatedUser):
+            return await call_next(ctx)
+        key = principal_components(user.access_token)
+        count = running.get(key, 0)
+        if count >= limit:
+            raise MCPError(-32000, f"too many calls running for this principal (at most {limit})")
+        running[key] = count + 1
+        try:
+            return await call_next(ctx)
+        finally:
+            left = running[key] - 1
+            if left:
+                running[key] = left
+            else:
+                del running[key]
+
+    return middleware
 
 
 class _Uvicorn(uvicorn.Server):
@@ -214,6 +387,13 @@ async def serve_http(
     name: str = "toolseam",
     version: str = "",
     handle_signals: bool = True,
+    auth: HttpAuth | None = None,
+    insecure_no_auth: bool = False,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] | None = None,
+    certfile: str | os.PathLike[str] | None = None,
+    keyfile: str | os.PathLike[str] | None = None,
+    limits: HttpLimits = _DEFAULT_LIMITS,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a registry over MCP's streamable HTTP transport at ``http://HOST:PORT/mcp``.
@@ -222,8 +402,19 @@ async def serve_http(
     and responses stream as SSE, the mode in which every way a client stops a call works:
     ``notifications/cancelled``, closing the request's stream (2026-era clients), or going
     away mid-call. Each aborts that call's signal; the body is awaited before the request
-    settles. On a loopback host, Host and Origin headers are checked against DNS
-    rebinding, as the SDK does.
+    settles.
+
+    Who may call: with ``auth`` it is an OAuth 2.1 resource server (the SDK's bearer
+    middleware and RFC 9728 metadata at ``/.well-known/oauth-protected-resource/mcp``):
+    a request without a valid ``Authorization: Bearer`` token gets 401 with
+    ``WWW-Authenticate: Bearer ... resource_metadata=...``, one without the required
+    scopes 403 ``insufficient_scope``; a token anywhere else (a query string) is ignored.
+    A 2025-11-25 session serves only the principal that opened it. The principal reaches
+    a body only through the MCP request context (``mcp.server.auth.middleware.
+    auth_context.get_access_token()``), never with the token. Off loopback, ``auth`` is
+    required unless ``insecure_no_auth`` accepts the risk. ``Origin`` is checked on every
+    request (loopback origins on loopback, plus ``allow_origins``; a request without one
+    is accepted), ``Host`` against ``allow_hosts`` (or the loopback names on loopback).
 
     It serves until SIGINT or SIGTERM arrives (when ``handle_signals`` and running in the
     main thread) or until the task running it is cancelled. Then it shuts down cleanly:
@@ -238,37 +429,90 @@ async def serve_http(
         name: The server name reported to clients.
         version: The server version reported to clients.
         handle_signals: Shut down on SIGINT and SIGTERM.
+        auth: How clients authenticate (see `HttpAuth`); None: they do not.
+        insecure_no_auth: Serve a non-loopback ``host`` without ``auth`` (logs a warning).
+        allow_origins: ``Origin`` values allowed besides loopback ones (exact, e.g.
+            ``https://app.example``).
+        allow_hosts: ``Host`` values allowed (``name`` or ``name:port``); None: any, or
+            the loopback names on loopback.
+        certfile: TLS certificate chain (PEM); with ``keyfile``, serves ``https``.
+        keyfile: TLS private key (PEM).
+        limits: Body size, session and per-principal limits (see `HttpLimits`).
         task_status: With ``await task_group.start(serve_http, ...)``, receives the
             endpoint's URL once the server accepts connections.
 
     Raises:
         RuntimeError: Not running on asyncio.
+        ValueError: A non-loopback ``host`` without ``auth`` or ``insecure_no_auth``, or
+            only one of ``certfile`` and ``keyfile``.
         OSError: ``host:port`` cannot be listened on.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         raise RuntimeError("serve_http runs on asyncio only (uvicorn serves it)") from None
+    loopback = is_loopback(host)
+    if auth is None and not loopback:
+        if not insecure_no_auth:
+            raise ValueError(NO_AUTH_MESSAGE.format(host=host))
+        logger.warning(
+            "MCP HTTP server: serving %s WITHOUT AUTHENTICATION (--insecure-no-auth): "
+            "anyone who can reach it may call every tool",
+            host,
+        )
+    if (certfile is None) != (keyfile is None):
+        raise ValueError("TLS needs both a certificate file and a key file")
     calls = RunningCalls()
     server = serve_registry(registry, calls, name=name, version=version, instructions=None)
+    server.middleware.append(_calls_cap(limits.max_calls_per_principal))
     manager = StreamableHTTPSessionManager(
-        app=server, json_response=False, stateless=False, security_settings=_security(host)
+        app=server,
+        json_response=False,
+        stateless=False,
+        security_settings=None,  # `_Gate` checks Origin and Host, on every interface
+        max_request_body_size=limits.max_body_bytes,
+        max_sessions=limits.max_sessions,
+        session_idle_timeout=limits.session_idle_timeout,
     )
-    endpoint = _Endpoint(manager)
-    app = Starlette(routes=[Route(MCP_PATH, endpoint=endpoint)])
-    web = _Uvicorn(
-        uvicorn.Config(
-            app,
-            http=_no_delay(AutoHTTPProtocol),
-            lifespan="off",
-            ws="none",
-            log_config=None,
-            access_log=False,
-        )
-    )
+    endpoint = _Endpoint(manager, limits.max_sessions_per_principal)
     stop = anyio.Event()
 
-    async def run(sock: socket.socket, *, task_status: TaskStatus[None]) -> None:
+    def application(url: str) -> Starlette:
+        gated = _Gate(endpoint, loopback=loopback, origins=allow_origins, hosts=allow_hosts)
+        if auth is None:
+            return Starlette(routes=[Route(MCP_PATH, endpoint=gated)])
+        resource = AnyHttpUrl(auth.resource_url or url)
+        # As strings: the metadata model keeps an issuer's empty path as written (RFC 8414
+        # compares issuers exactly), where a parsed AnyHttpUrl would gain a trailing slash.
+        servers = cast("list[AnyHttpUrl]", list(auth.authorization_servers))
+        metadata = build_resource_metadata_url(resource) if servers else None
+        required = RequireAuthMiddleware(endpoint, list(auth.required_scopes), metadata)
+        routes = [
+            Route(
+                MCP_PATH,
+                endpoint=_Gate(
+                    required, loopback=loopback, origins=allow_origins, hosts=allow_hosts
+                ),
+            )
+        ]
+        if servers:
+            routes += create_protected_resource_routes(
+                resource_url=resource,
+                authorization_servers=servers,
+                scopes_supported=list(auth.required_scopes) or None,
+                resource_name=auth.resource_name,
+            )
+        return Starlette(
+            routes=routes,
+            middleware=[
+                Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(auth.verifier)),
+                Middleware(AuthContextMiddleware),
+            ],
+        )
+
+    async def run(
+        web: uvicorn.Server, sock: socket.socket, *, task_status: TaskStatus[None]
+    ) -> None:
         # Shielded as a whole, and stopped by `stop` only: cancelled from outside, the
         # sessions would drop their calls' answers, and uvicorn would leave its connection
         # tasks (which are not ours) running against a closed manager.
@@ -289,9 +533,21 @@ async def serve_http(
                     web.should_exit = True
 
     with _listen(host, port) as sock:
-        url = _url(sock)
+        url = _url(sock, https=certfile is not None)
+        web = _Uvicorn(
+            uvicorn.Config(
+                application(url),
+                http=_no_delay(AutoHTTPProtocol),
+                lifespan="off",
+                ws="none",
+                log_config=None,
+                access_log=False,
+                ssl_certfile=certfile,
+                ssl_keyfile=keyfile,
+            )
+        )
         async with anyio.create_task_group() as tg:
-            await tg.start(run, sock)
+            await tg.start(run, web, sock)
             task_status.started(url)
             logger.info("MCP HTTP server: serving %s", url)
             try:

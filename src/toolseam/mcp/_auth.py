@@ -1,0 +1,400 @@
+"""Who may call `serve_http`: bearer-token verifiers, and the settings of an HTTP server.
+
+The server is an OAuth 2.1 *resource server* (MCP's authorization spec), built on the SDK's
+own pieces: a `TokenVerifier` turns the ``Authorization: Bearer`` header into an
+``AccessToken`` (the SDK's ``BearerAuthBackend``), its ``RequireAuthMiddleware`` answers 401
+(with ``WWW-Authenticate: Bearer ... resource_metadata=...``) or 403 ``insufficient_scope``,
+and its protected-resource metadata routes serve RFC 9728 metadata. Two verifiers ship:
+
+- `StaticTokens`: a fixed set of tokens (or their SHA-256 digests), each naming a principal
+  and its scopes; compared in constant time (``hmac.compare_digest`` over digests).
+- `JwtTokens`: JWT access tokens signed by a key of a JWKS (a file, or an ``https`` URL
+  fetched and cached), with ``iss``, ``aud``, ``exp`` and ``nbf`` checked, verified with PyJWT
+  (which the MCP SDK itself depends on, so no second JOSE stack is installed; it is widely
+  used and maintained, refuses ``alg: none`` unless asked, and its ``cryptography`` backend
+  does the signature maths). Only asymmetric algorithms are accepted.
+
+A verified token never leaves the verifier: the ``AccessToken`` it returns carries a
+redacted ``token``, so the raw token reaches no handler, log, error or span.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, cast, final
+
+import anyio
+import anyio.to_thread
+import jwt
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+__all__ = [
+    "REDACTED_TOKEN",
+    "HttpAuth",
+    "HttpLimits",
+    "JwtTokens",
+    "StaticTokens",
+]
+
+REDACTED_TOKEN: Final = "[redacted]"
+"""The ``token`` of every ``AccessToken`` toolseam's verifiers return (never the token)."""
+
+_ASYMMETRIC: Final = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+_CACHE_SIZE: Final = 4096
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _Static:
+    digest: bytes
+    principal: str
+    scopes: tuple[str, ...]
+
+
+@final
+class StaticTokens:
+    """A `TokenVerifier` of fixed bearer tokens, each naming a principal and its scopes.
+
+    Every token is kept as its SHA-256 digest, and a presented token's digest is compared
+    with each of them by ``hmac.compare_digest`` (all of them, every time), so neither
+    the comparison nor the table reveals a token.
+
+    Build it from ``(token, principal, scopes)`` entries, or with `from_file`.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: Iterable[tuple[str, str, Iterable[str]]]) -> None:
+        """Verify these ``(token, principal, scopes)`` entries.
+
+        A token written ``sha256:HEX`` is the SHA-256 digest of the token (64 hex digits).
+
+        Raises:
+            ValueError: An entry is malformed (the message never shows the token).
+        """
+        self._entries: tuple[_Static, ...] = tuple(
+            _Static(_entry_digest(token), principal, tuple(scopes))
+            for token, principal, scopes in entries
+        )
+        if any(not entry.principal for entry in self._entries):
+            raise ValueError("every static token needs a principal")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> StaticTokens:
+        """Read a token file: one ``TOKEN_OR_sha256:HEX PRINCIPAL [SCOPE ...]`` a line.
+
+        Blank lines and lines starting with ``#`` are skipped.
+
+        Raises:
+            ValueError: A line is malformed (named by its number, never by its token).
+            OSError: The file cannot be read.
+        """
+        entries: list[tuple[str, str, Iterable[str]]] = []
+        for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            if len(words) < 2:
+                raise ValueError(f"{path}, line {number}: expected TOKEN PRINCIPAL [SCOPE ...]")
+            try:
+                _entry_digest(words[0])
+            except ValueError as error:
+                raise ValueError(f"{path}, line {number}: {error}") from None
+            entries.append((words[0], words[1], words[2:]))
+        return cls(entries)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The principal of ``token``, or None (constant time over the table)."""
+        digest = _digest(token)
+        found: _Static | None = None
+        for entry in self._entries:
+            if hmac.compare_digest(digest, entry.digest):
+                found = entry
+        if found is None:
+            return None
+        return AccessToken(
+            token=REDACTED_TOKEN,
+            client_id=found.principal,
+            subject=found.principal,
+            scopes=list(found.scopes),
+        )
+
+
+def _entry_digest(token: str) -> bytes:
+    if token.startswith("sha256:"):
+        hexed = token.removeprefix("sha256:")
+        try:
+            digest = bytes.fromhex(hexed)
+        except ValueError:
+            digest = b""
+        if len(digest) != 32:
+            raise ValueError("a sha256: token needs 64 hex digits")
+        return digest
+    if not token:
+        raise ValueError("empty token")
+    return _digest(token)
+
+
+@final
+class JwtTokens:
+    """A `TokenVerifier` of JWT access tokens signed by a key of a JWKS.
+
+    Checks the signature (asymmetric algorithms only: ``alg: none`` and HMAC are refused),
+    ``iss`` (exactly ``issuer``), ``aud`` (contains ``audience``), ``exp`` (required) and
+    ``nbf``. The principal is ``sub``, the scopes the space-separated ``scope`` claim (or a
+    ``scp`` list). Keys are cached: a JWKS file is read once, a JWKS URL is fetched on
+    first use and again (at most every ``refresh_seconds``) for a key id it does not
+    know or once its copy is older than that. Verified tokens are cached (by digest)
+    until they expire.
+    """
+
+    __slots__ = (
+        "_algorithms",
+        "_audience",
+        "_fetched",
+        "_issuer",
+        "_jwks",
+        "_keys",
+        "_leeway",
+        "_lock",
+        "_refresh",
+        "_verified",
+    )
+
+    def __init__(
+        self,
+        jwks: str | Path | Mapping[str, Any],
+        *,
+        issuer: str,
+        audience: str,
+        algorithms: Sequence[str] = _ASYMMETRIC,
+        leeway: float = 0.0,
+        refresh_seconds: float = 300.0,
+    ) -> None:
+        """Verify tokens signed by ``jwks``, issued by ``issuer`` for ``audience``.
+
+        Args:
+            jwks: The key set: a JWKS document, a path to one, or an ``http(s)://`` URL.
+            issuer: The ``iss`` a token must carry.
+            audience: The value ``aud`` must hold (the resource's identifier).
+            algorithms: The signature algorithms accepted (asymmetric ones only).
+            leeway: Seconds of clock skew allowed for ``exp`` and ``nbf``.
+            refresh_seconds: How old a fetched JWKS may get before it is fetched again.
+
+        Raises:
+            ValueError: An algorithm is not asymmetric, or a JWKS document is malformed.
+        """
+        bad = [name for name in algorithms if name not in _ASYMMETRIC]
+        if bad or not algorithms:
+            raise ValueError(f"only asymmetric JWT algorithms are accepted, not {bad}")
+        self._algorithms = tuple(algorithms)
+        self._issuer = issuer
+        self._audience = audience
+        self._leeway = leeway
+        self._refresh = refresh_seconds
+        self._jwks: str | None = None
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched = -math.inf
+        self._lock = anyio.Lock()
+        self._verified: dict[bytes, AccessToken] = {}
+        if isinstance(jwks, Mapping):
+            self._keys = _key_set(jwks)
+        elif str(jwks).startswith(("http://", "https://")):
+            self._jwks = str(jwks)
+        else:
+            self._keys = _key_set(json.loads(Path(jwks).read_text()))
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The principal of a valid token, or None (any fault: signature, claim, time)."""
+        digest = _digest(token)
+        now = time.time()
+        cached = self._verified.get(digest)
+        if cached is not None:
+            if cached.expires_at is not None and cached.expires_at + self._leeway > now:
+                return cached
+            del self._verified[digest]
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return None
+        alg: object = header.get("alg")
+        kid: object = header.get("kid")
+        if not isinstance(alg, str) or alg not in self._algorithms:
+            return None
+        key = await self._key(kid if isinstance(kid, str) else None)
+        if key is None:
+            return None
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[alg],
+                audience=self._audience,
+                issuer=self._issuer,
+                leeway=self._leeway,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.PyJWTError:
+            return None
+        access = _access(claims, self._audience)
+        if access is None:
+            return None
+        if len(self._verified) >= _CACHE_SIZE:
+            self._verified.pop(next(iter(self._verified)))
+        self._verified[digest] = access
+        return access
+
+    async def _key(self, kid: str | None) -> jwt.PyJWK | None:
+        key = self._lookup(kid)
+        if self._jwks is None or (key is not None and not self._stale()):
+            return key
+        # One fetch at a time; the requests that wait for it then find its keys. A key id
+        # not seen yet may be a rotated key, but fetching again waits `refresh_seconds`
+        # (an attacker's made-up key ids cannot make it fetch more).
+        async with self._lock:
+            if self._stale():
+                self._fetched = time.monotonic()
+                url = self._jwks
+                try:
+                    document = await anyio.to_thread.run_sync(_fetch, url)
+                    self._keys = _key_set(document)
+                except (OSError, ValueError, jwt.PyJWTError):
+                    pass  # keep the keys we have; a token they cannot verify is refused
+            return self._lookup(kid)
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._fetched > self._refresh
+
+    def _lookup(self, kid: str | None) -> jwt.PyJWK | None:
+        if kid is not None:
+            return self._keys.get(kid)
+        if len(self._keys) == 1:
+            return next(iter(self._keys.values()))
+        return None
+
+
+def _fetch(url: str) -> Mapping[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body: bytes = response.read(1 << 20)
+    return cast("Mapping[str, Any]", json.loads(body))
+
+
+def _key_set(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:
+    try:
+        key_set = jwt.PyJWKSet.from_dict(dict(document))
+    except jwt.PyJWTError as error:
+        raise ValueError(f"not a usable JWKS: {error}") from None
+    keys: dict[str, jwt.PyJWK] = {}
+    for index, key in enumerate(key_set.keys):
+        keys[key.key_id if key.key_id is not None else f"#{index}"] = key
+    return keys
+
+
+def _access(claims: Mapping[str, Any], audience: str) -> AccessToken | None:
+    subject: object = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        return None
+    scope: object = claims.get("scope")
+    scp: object = claims.get("scp")
+    scopes: list[str]
+    if isinstance(scope, str):
+        scopes = scope.split()
+    elif isinstance(scp, list):
+        scopes = [str(item) for item in cast("list[object]", scp)]
+    else:
+        scopes = []
+    client: object = claims.get("client_id", claims.get("azp"))
+    expires: object = claims.get("exp")
+    return AccessToken(
+        token=REDACTED_TOKEN,
+        client_id=client if isinstance(client, str) and client else subject,
+        subject=subject,
+        scopes=scopes,
+        expires_at=int(expires) if isinstance(expires, int | float) else None,
+        resource=audience,
+        claims={key: value for key, value in claims.items() if key != "jti"},
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HttpAuth:
+    """How `serve_http` authenticates its clients (an OAuth 2.1 resource server).
+
+    Attributes:
+        verifier: Turns a bearer token into the SDK's ``AccessToken`` (or None): a
+            `StaticTokens`, a `JwtTokens`, or any ``mcp`` ``TokenVerifier``.
+        authorization_servers: The authorization servers named in the RFC 9728
+            metadata. Without any, no metadata is served (and the 401's
+            ``WWW-Authenticate`` names none).
+        resource_url: This server's public URL (its resource identifier, e.g. behind a
+            reverse proxy); by default the URL it is served at.
+        required_scopes: Scopes every request needs; a token without them gets 403
+            ``insufficient_scope``.
+        resource_name: A human-readable name in the metadata.
+    """
+
+    verifier: TokenVerifier
+    authorization_servers: Sequence[str] = ()
+    resource_url: str | None = None
+    required_scopes: Sequence[str] = ()
+    resource_name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HttpLimits:
+    """Fair limits for `serve_http`; every refusal is an HTTP or JSON-RPC error.
+
+    Attributes:
+        max_body_bytes: A larger request body is refused (413) before it is parsed.
+        max_sessions: Open sessions (2025-11-25 clients) at most; another is refused (503).
+        max_sessions_per_principal: Open sessions one authenticated principal may hold;
+            another is refused (429).
+        session_idle_timeout: Seconds after which an idle session is closed.
+        max_calls_per_principal: ``tools/call`` requests one authenticated principal may
+            have running at once; another is refused with a JSON-RPC error before it
+            reaches the registry (its body never runs).
+    """
+
+    max_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_SIZE
+    max_sessions: int = 1000
+    max_sessions_per_principal: int = 32
+    session_idle_timeout: float = 600.0
+    max_calls_per_principal: int = 64
+
+    def __post_init__(self) -> None:
+        """Refuse a limit that is not positive."""
+        values: dict[str, float] = {
+            "max_body_bytes": self.max_body_bytes,
+            "max_sessions": self.max_sessions,
+            "max_sessions_per_principal": self.max_sessions_per_principal,
+            "session_idle_timeout": self.session_idle_timeout,
+            "max_calls_per_principal": self.max_calls_per_principal,
+        }
+        for name, value in values.items():
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
