@@ -62,8 +62,8 @@ with warnings.catch_warnings():  # importing CrewAI warns (ImportWarning, crewai
 from pydantic import BaseModel, PrivateAttr  # noqa: E402
 from typing_extensions import override  # noqa: E402
 
-from .._driver import Call, Capability, ListenerScript, Outcome, Scenario  # noqa: E402
 from .._body_reach import ProgressSink  # noqa: E402
+from .._driver import Call, Capability, ListenerScript, Outcome, Scenario  # noqa: E402
 from .._scripts import ScriptedTool  # noqa: E402
 from ._common import TaskListen, host_cancelled, no_result, versions  # noqa: E402
 
