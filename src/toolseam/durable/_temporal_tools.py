@@ -20,6 +20,7 @@ from .._results import ToolResult
 from .._signals import AbortSignal
 from .._views import ToolExecutionInput
 from . import _temporal_engine
+from ._checks import checked_batch
 from ._records import decode_outcome
 from ._temporal_activity import CallActivity
 from ._temporal_batch import ActivityOptions, run_batch
@@ -236,7 +237,7 @@ class TemporalTools:
             return await run_tool_calls(
                 self._registry, calls, signal=signal, max_parallel=max_parallel
             )
-        batch = _checked(calls, signal, max_parallel)
+        batch = checked_batch(calls, signal, max_parallel, keyed_by="the history keys calls")
         options = self._options
         if start_to_close_timeout is not None or schedule_to_close_timeout is not None:
             stc = _seconds("start_to_close_timeout", start_to_close_timeout, optional=True)
@@ -275,32 +276,3 @@ async def recorded_outcomes(
         keyed.append((first, int(request.get("index", 0)), decode_outcome(result)))
     keyed.sort(key=lambda item: (item[0], item[1]))
     return [outcome for _, _, outcome in keyed]
-
-
-def _checked(calls: Iterable[ToolCall], signal: AbortSignal, max_parallel: int) -> list[ToolCall]:
-    """The calls, checked before any activity is scheduled."""
-    if type(signal) is not AbortSignal:
-        raise TypeError(f"signal must be an AbortSignal, got {type_name(type(signal))}")
-    given = cast("object", max_parallel)
-    if isinstance(given, bool) or not isinstance(given, int):
-        raise TypeError(f"max_parallel must be an int, got {type_name(type(given))}")
-    if max_parallel < 1:
-        raise ValueError(f"max_parallel must be at least 1, got {max_parallel}")
-    batch = list(calls)
-    seen: set[str] = set()
-    for position, call in enumerate(batch):
-        if type(call) is not ToolCall:
-            raise TypeError(
-                f"run_tool_calls() expects ToolCall items, got {type_name(type(call))} at "
-                f"index {position}: build each one as ToolCall(call_id, name, arguments)"
-            )
-        for field, value in (("call_id", call.call_id), ("name", call.name)):
-            if type(value) is not str:
-                raise TypeError(
-                    f"a durable call's {field} must be a str (the history keys calls by it), "
-                    f"got {type_name(type(value))} at index {position}"
-                )
-        if call.call_id in seen:
-            raise ValueError(f"duplicate call_id {call.call_id!r} in one batch")
-        seen.add(call.call_id)
-    return batch

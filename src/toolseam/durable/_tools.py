@@ -23,6 +23,7 @@ from .._views import (
 )
 from . import _engine
 from ._batch import ACTIVE, Batch
+from ._checks import checked_batch
 from ._watch import Watch
 
 __all__ = ["DurableTools"]
@@ -213,7 +214,7 @@ class DurableTools:
                 root_call_id=root_call_id,
                 host=host,
             )
-        batch = _checked(calls, signal, max_parallel)
+        batch = checked_batch(calls, signal, max_parallel, keyed_by="the journal keys steps")
         with (
             Watch(ctx.workflow_id, _engine.deadline_of(ctx), self._poll_interval) as watch,
             fuse(signal, watch.signal) as fused,
@@ -224,32 +225,3 @@ class DurableTools:
             return await run.run(
                 max_parallel=max_parallel, agent=agent, root_call_id=root_call_id, host=host
             )
-
-
-def _checked(calls: Iterable[ToolCall], signal: AbortSignal, max_parallel: int) -> list[ToolCall]:
-    """The calls, checked before any step id is drawn: nothing is recorded for a bad batch."""
-    if type(signal) is not AbortSignal:
-        raise TypeError(f"signal must be an AbortSignal, got {type_name(type(signal))}")
-    given = cast("object", max_parallel)
-    if isinstance(given, bool) or not isinstance(given, int):
-        raise TypeError(f"max_parallel must be an int, got {type_name(type(given))}")
-    if max_parallel < 1:
-        raise ValueError(f"max_parallel must be at least 1, got {max_parallel}")
-    batch = list(calls)
-    seen: set[str] = set()
-    for position, call in enumerate(batch):
-        if type(call) is not ToolCall:
-            raise TypeError(
-                f"run_tool_calls() expects ToolCall items, got {type_name(type(call))} at "
-                f"index {position}: build each one as ToolCall(call_id, name, arguments)"
-            )
-        for field, value in (("call_id", call.call_id), ("name", call.name)):
-            if type(value) is not str:
-                raise TypeError(
-                    f"a durable call's {field} must be a str (the journal keys steps by it), "
-                    f"got {type_name(type(value))} at index {position}"
-                )
-        if call.call_id in seen:
-            raise ValueError(f"duplicate call_id {call.call_id!r} in one batch")
-        seen.add(call.call_id)
-    return batch
