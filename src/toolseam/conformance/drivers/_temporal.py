@@ -199,19 +199,16 @@ def launch() -> str:
 
 
 def warm_up() -> None:
-    """Start the kit's server in the background, if there is one to start (never raises).
+    """Start the kit's server now, if there is one to start (never raises; blocks meanwhile).
 
-    A driver calls it when it is made, so that the server is up by its first durable
-    clause: the kit's watchdog would otherwise count the server's start.
+    A driver calls it when it is made, before any clause, so that the server is up and has
+    run a first workflow by its first clause: the kit's watchdog must not count a fresh
+    server's start (seconds, more on a loaded machine; CI saw the first clause give up).
     """
     if os.environ.get(ADDRESS_VARIABLE) or _state or find_binary() is None:
         return
-
-    def start() -> None:
-        with contextlib.suppress(TemporalUnavailable):  # said again by the first scenario
-            launch()
-
-    threading.Thread(target=start, name="toolseam-kit-temporal", daemon=True).start()
+    with contextlib.suppress(TemporalUnavailable):  # said again by the first scenario
+        launch()
 
 
 def _start() -> str:
