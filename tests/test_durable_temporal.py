@@ -33,7 +33,7 @@ from toolseam import AbortController, ToolCall, ToolFailure, ToolRegistry
 from toolseam.conformance.drivers import _temporal as kit_temporal
 from toolseam.durable import OUTCOME_UNKNOWN
 from toolseam.durable.temporal import TemporalTools, recorded_outcomes
-from worker_process import Worker, run_counts
+from worker_process import PATIENCE, Worker, run_counts
 
 WORKER = Path(__file__).with_name("temporal_worker.py")
 
@@ -94,9 +94,13 @@ async def worker(name: str, address: str, queue: str, runs: Path) -> AsyncIterat
 
 
 async def until(workers: list[Worker], *wanted: str) -> None:
-    """Read every worker's lines until each of ``wanted`` (a line's first two words) is seen."""
+    """Read every worker's lines until each of ``wanted`` (a line's first two words) is seen.
+
+    A hang guard, not an ordering: if the lines do not come, the failure says which are
+    missing and everything each worker printed (a bare TimeoutError once hid that in CI).
+    """
     missing = set(wanted)
-    with anyio.fail_after(60):
+    with anyio.move_on_after(PATIENCE) as guard:
         async with anyio.create_task_group() as group:
 
             async def read(source: Worker) -> None:
@@ -106,6 +110,9 @@ async def until(workers: list[Worker], *wanted: str) -> None:
 
             for source in workers:
                 group.start_soon(read, source)
+    if guard.cancelled_caught and missing:
+        printed = {source.process.pid: source.lines for source in workers}
+        pytest.fail(f"not printed within {PATIENCE}s: {sorted(missing)}; printed: {printed}")
 
 
 def summary(outcomes: list[Any]) -> list[tuple[str, str, str, bool]]:

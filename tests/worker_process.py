@@ -43,9 +43,14 @@ class Worker:
     async def expect(self, *wanted: str) -> None:
         """Read lines until every one of ``wanted`` has been printed."""
         missing = set(wanted)
-        with anyio.fail_after(PATIENCE):
+        with anyio.move_on_after(PATIENCE):
             while missing:
                 missing.discard(await self.line())
+        if missing:  # a hang guard: say what did not come and what did
+            raise AssertionError(
+                f"worker {self.process.pid} did not print {sorted(missing)} within "
+                f"{PATIENCE}s; it printed {self.lines}"
+            )
 
     async def expect_prefix(self, prefix: str) -> str:
         """Read lines until one starts with ``prefix``; return it."""
