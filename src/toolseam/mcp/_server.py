@@ -508,7 +508,13 @@ def create_server(
     )
 
 
-async def serve_stdio(registry: ToolRegistry, *, name: str = "toolseam", version: str = "") -> None:
+async def serve_stdio(
+    registry: ToolRegistry,
+    *,
+    name: str = "toolseam",
+    version: str = "",
+    input_deadline: float = INPUT_DEADLINE,
+) -> None:
     """Serve a registry over MCP on this process's stdin and stdout until stdin closes.
 
     While it serves, the SDK points file descriptors 0 and 1 away from the wire (at the
@@ -520,7 +526,9 @@ async def serve_stdio(registry: ToolRegistry, *, name: str = "toolseam", version
         registry: The registry to serve (see `create_server`).
         name: The server name reported at initialization.
         version: The server version reported at initialization.
+        input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
+            client's retry before it is aborted (see `create_server`).
     """
-    server = create_server(registry, name=name, version=version)
+    server = create_server(registry, name=name, version=version, input_deadline=input_deadline)
     async with _stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -1,0 +1,427 @@
+"""A body's questions over MCP 2026-07-28: InputRequiredResult rounds, the body never run twice.
+
+The registry is served in process (``create_server``) to the SDK's real ``Client``, which
+negotiates 2026-07-28 (``mode="auto"``, its direct in-process dispatcher) or the handshake
+(``mode="legacy"``, 2025-11-25); on asyncio and trio. The attacker cases drive the rounds by
+hand with ``client.session.call_tool(..., allow_input_required=True)``. The last test does
+the same over streamable HTTP (asyncio only there: uvicorn).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+from mcp import MCPError, types
+from mcp.client import Client
+from mcp.client.session import ClientRequestContext
+from mcp.server.lowlevel.server import Server
+from typing_extensions import TypedDict
+
+from mcp_fixtures.support import GUARD, first_error
+from toolseam import Root, ToolRegistry, ToolResult, ToolRunContext, define_tool
+from toolseam.mcp import create_server, serve_http
+
+REFUSED = "requestState refused: "
+
+
+class Name(TypedDict):
+    name: str
+
+
+@dataclass
+class World:
+    """The server's registry, what its bodies did, and what its observers saw."""
+
+    registry: ToolRegistry = field(default_factory=ToolRegistry)
+    effects: list[str] = field(default_factory=list[str])
+    reasons: list[str] = field(default_factory=list[str])
+    published: list[ToolResult] = field(default_factory=list[ToolResult])
+    asked: anyio.Event = field(default_factory=anyio.Event)
+    any_published: anyio.Event = field(default_factory=anyio.Event)
+
+    def __post_init__(self) -> None:
+        world = self
+
+        @define_tool(name="order", description="Orders once, after asking whose name.")
+        async def order(args: dict[str, Any], exec: ToolRunContext) -> str:
+            world.effects.append("charged")  # the side effect before the question
+            try:
+                world.asked.set()
+                answer = await exec.elicit("Whose name?", Name, key="who")
+            finally:
+                if exec.signal.aborted:
+                    world.reasons.append(str(exec.signal.reason))
+            who = answer.content["name"] if answer.content else "nobody"
+            world.effects.append(f"shipped to {who}")
+            return f"ordered for {who}"
+
+        @define_tool(name="survey", description="Asks the user, the model and the roots.")
+        async def survey(args: dict[str, Any], exec: ToolRunContext) -> str:
+            world.effects.append("started")
+            name = await exec.elicit("Your name?", Name)
+            first = await exec.elicit("Again?", Name)
+            sampled = await exec.sample("Capital of France?", max_tokens=10)
+            roots = await exec.roots()
+            return f"{name} / {first} / {sampled} / {[root.uri for root in roots]}"
+
+        @define_tool(name="lookup", description="Idempotent: asks, then reads.", idempotent=True)
+        async def lookup(args: dict[str, Any], exec: ToolRunContext) -> str:
+            world.effects.append("looked up")
+            answer = await exec.elicit("Whose name?", Name, key="who")
+            return f"found {answer.content['name'] if answer.content else 'nobody'}"
+
+        self.registry.register(order)
+        self.registry.register(survey)
+        self.registry.register(lookup)
+        self.registry.on_result(self._observe)
+
+    def _observe(self, exec: object, result: ToolResult) -> None:
+        self.published.append(result)
+        self.any_published.set()
+
+    def codes(self) -> list[str]:
+        return [
+            (result.error.info.code if result.error.info else "?") if result.is_error else "OK"
+            for result in self.published
+        ]
+
+
+@dataclass
+class Person:
+    """The client's side: answers every question, and counts them."""
+
+    questions: list[str] = field(default_factory=list[str])
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self.questions.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.questions.append("sample")
+        reply = types.TextContent(type="text", text="Paris")
+        return types.CreateMessageResult(role="assistant", content=reply, model="stub")
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        self.questions.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "elicitation_callback": self.elicit,
+            "sampling_callback": self.sample,
+            "list_roots_callback": self.roots,
+        }
+
+
+def _text(result: types.CallToolResult) -> str:
+    return " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def _answer(name: str = "Ada") -> dict[str, Any]:
+    return {"who": types.ElicitResult(action="accept", content={"name": name})}
+
+
+@asynccontextmanager
+async def connect(
+    server: Server[Any], person: Person | None = None, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    kwargs = (person or Person()).kwargs()
+    async with Client(server, mode=mode, cache=None, **kwargs) as client:  # type: ignore[arg-type]
+        yield client
+
+
+async def _ask(client: Client, name: str = "order", **arguments: Any) -> types.InputRequiredResult:
+    first = await client.session.call_tool(name, arguments, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult), first
+    return first
+
+
+async def _retry(
+    client: Client,
+    state: str | None,
+    answers: dict[str, Any] | None = None,
+    name: str = "order",
+    **arguments: Any,
+) -> types.CallToolResult | types.InputRequiredResult:
+    return await client.session.call_tool(
+        name,
+        arguments,
+        input_responses=_answer() if answers is None else answers,
+        request_state=state,
+        allow_input_required=True,
+    )
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_body_cannot_tell_which_revision_its_caller_speaks(mode: str) -> None:
+    world, person = World(), Person()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry), person, mode) as client:
+            assert (client.session.protocol_version == "2026-07-28") == (mode == "auto")
+            result = await client.call_tool("survey", {})
+    assert _text(result) == (
+        'accepted {"name": "Ada"} / accepted {"name": "Ada"} / Paris / [\'file:///work\']'
+    )
+    assert person.questions == ["Your name?", "Again?", "sample", "roots"]
+    assert world.effects == ["started"]  # four questions, one run of the body
+    assert world.codes() == ["OK"]
+
+
+async def test_a_question_suspends_the_body_and_the_retry_resumes_it() -> None:
+    """The SDK's Client drives the rounds: the side effect before the question happens once."""
+    world, person = World(), Person()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry), person) as client:
+            result = await client.call_tool("order", {"item": "book"})
+    assert _text(result) == "ordered for Ada"
+    assert person.questions == ["Whose name?"]
+    assert world.effects == ["charged", "shipped to Ada"]
+    assert world.codes() == ["OK"]
+
+
+async def test_the_questions_travel_as_an_input_required_result() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            first = await _ask(client)
+            assert first.input_requests is not None
+            question = first.input_requests["who"]
+            assert isinstance(question, types.ElicitRequest)
+            assert question.params.message == "Whose name?"
+            assert world.published == []  # suspended, not finished
+            final = await _retry(client, first.request_state)
+    assert isinstance(final, types.CallToolResult)
+    assert _text(final) == "ordered for Ada"
+    assert world.effects == ["charged", "shipped to Ada"]
+
+
+async def test_a_missing_answer_is_asked_again_and_an_extra_one_ignored() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            first = await _ask(client)
+            extra = {"other": types.ElicitResult(action="accept", content={"name": "Eve"})}
+            again = await _retry(client, first.request_state, extra)
+            assert isinstance(again, types.InputRequiredResult)
+            assert again.input_requests is not None
+            assert list(again.input_requests) == ["who"]
+            assert again.request_state != first.request_state
+            final = await _retry(client, again.request_state)
+    assert isinstance(final, types.CallToolResult)
+    assert _text(final) == "ordered for Ada"
+    assert world.effects == ["charged", "shipped to Ada"]
+
+
+class TestRefusedStates:
+    """A state that is not this server's, current, and bound to this call resumes nothing."""
+
+    async def _refused(self, client: Client, state: str | None, **arguments: Any) -> str:
+        with pytest.raises(MCPError) as refused:
+            await _retry(client, state, **arguments)
+        assert refused.value.error.code == types.INVALID_PARAMS
+        return refused.value.error.message
+
+    async def test_a_tampered_state_is_refused_and_the_body_still_waits(self) -> None:
+        world = World()
+        with first_error(), anyio.fail_after(GUARD):
+            async with connect(create_server(world.registry)) as client:
+                first = await _ask(client)
+                state = first.request_state
+                assert state is not None
+                flipped = state[:-2] + ("A" if state[-2] != "A" else "B") + state[-1]
+                for tampered in (flipped, state + "-TAMPERED", "garbage", state[:-1]):
+                    message = await self._refused(client, tampered)
+                    assert message.startswith(REFUSED), message
+                assert world.effects == ["charged"]
+                assert world.published == []
+                final = await _retry(client, state)  # the genuine state still resumes it
+        assert isinstance(final, types.CallToolResult)
+        assert _text(final) == "ordered for Ada"
+        assert world.effects == ["charged", "shipped to Ada"]
+        assert world.codes() == ["OK"]
+
+    async def test_the_message_says_the_signature_does_not_match(self) -> None:
+        world = World()
+        with first_error(), anyio.fail_after(GUARD):
+            async with connect(create_server(world.registry)) as client:
+                first = await _ask(client)
+                assert first.request_state is not None
+                message = await self._refused(client, first.request_state + "-TAMPERED")
+                await _retry(client, first.request_state)
+        assert message == f"{REFUSED}its signature does not match: it was altered"
+
+    async def test_a_replayed_state_is_refused(self) -> None:
+        world = World()
+        with first_error(), anyio.fail_after(GUARD):
+            async with connect(create_server(world.registry)) as client:
+                first = await _ask(client)
+                await _retry(client, first.request_state)
+                message = await self._refused(client, first.request_state)
+        assert message == (
+            f"{REFUSED}it was already answered, or the call it continues has ended (its "
+            "deadline passed, or the server shut down)"
+        )
+        assert world.effects == ["charged", "shipped to Ada"]
+        assert world.codes() == ["OK"]
+
+    async def test_a_state_for_other_arguments_is_refused(self) -> None:
+        world = World()
+        with first_error(), anyio.fail_after(GUARD):
+            async with connect(create_server(world.registry)) as client:
+                first = await _ask(client, item="book")
+                message = await self._refused(client, first.request_state, item="car")
+                final = await _retry(client, first.request_state, item="book")
+        assert message == (
+            f"{REFUSED}it was issued for another tool call (the tool, its arguments or the "
+            "caller differ)"
+        )
+        assert isinstance(final, types.CallToolResult)
+        assert world.effects == ["charged", "shipped to Ada"]
+
+    async def test_a_foreign_state_neither_resumes_nor_starts_a_body(self) -> None:
+        """Another server's state (a restart, another process): a clear error, no re-run."""
+        world, other = World(), World()
+        with first_error(), anyio.fail_after(GUARD):
+            async with (
+                connect(create_server(world.registry)) as client,
+                connect(create_server(other.registry)) as elsewhere,
+            ):
+                first = await _ask(client)
+                message = await self._refused(elsewhere, first.request_state)
+                await _retry(client, first.request_state)
+        assert message == (
+            f"{REFUSED}it was issued by another server process (this server restarted, or "
+            'the retry reached another one), and tool "order" is not idempotent: its call '
+            "cannot continue here, and was not run again"
+        )
+        assert other.effects == []
+        assert other.published == []
+        assert world.effects == ["charged", "shipped to Ada"]
+
+
+async def test_an_idempotent_tool_runs_again_elsewhere_with_the_answers_supplied() -> None:
+    world, other = World(), World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with (
+            connect(create_server(world.registry)) as client,
+            connect(create_server(other.registry)) as elsewhere,
+        ):
+            first = await _ask(client, "lookup")
+            final = await _retry(elsewhere, first.request_state, name="lookup")
+    assert isinstance(final, types.CallToolResult)
+    assert _text(final) == "found Ada"  # answered from the retry, not asked again
+    assert other.effects == ["looked up"]
+    assert other.codes() == ["OK"]
+
+
+async def test_a_retry_that_never_comes_aborts_the_suspended_body() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry, input_deadline=0.05)) as client:
+            first = await _ask(client)
+            await world.any_published.wait()
+            with pytest.raises(MCPError, match=r"^requestState refused: it was already"):
+                await _retry(client, first.request_state)  # too late
+    reason = "no retry answered the MCP client's input request within 0.05 s"
+    assert world.reasons == [
+        f"operation aborted: {reason}"
+    ]  # told, and its finally ran before the result
+    assert world.codes() == ["ABORTED"]
+    assert world.effects == ["charged"]
+
+
+async def test_a_suspended_body_is_aborted_and_awaited_when_the_server_stops() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            await _ask(client)
+        # Leaving the client ends the server's lifespan: the parked call is aborted, awaited.
+    assert world.reasons == ["operation aborted: the MCP server is shutting down"]
+    assert world.codes() == ["ABORTED"]
+
+
+async def test_a_fresh_call_may_carry_its_answers() -> None:
+    """SEP-2322 lets a client answer before it is asked: one call, one run, no round."""
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            final = await _retry(client, None)
+    assert isinstance(final, types.CallToolResult)
+    assert _text(final) == "ordered for Ada"
+    assert world.effects == ["charged", "shipped to Ada"]
+
+
+async def test_questions_asked_together_go_out_in_one_round() -> None:
+    world = World()
+
+    @define_tool(name="both", description="")
+    async def both(args: dict[str, Any], exec: ToolRunContext) -> str:
+        got: list[str] = []
+
+        async def ask(key: str) -> None:
+            got.append(str(await exec.elicit(key, Name, key=key)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "a")
+            tg.start_soon(ask, "b")
+        roots: tuple[Root, ...] = await exec.roots(key="r")
+        return f"{len(got)} answers, {len(roots)} roots"
+
+    world.registry.register(both)
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            first = await _ask(client, "both")
+            assert first.input_requests is not None
+            assert sorted(first.input_requests) == ["a", "b"]
+            result = await client.call_tool("both", {})
+    assert _text(result) == "2 answers, 1 roots"
+
+
+async def test_a_client_without_the_capability_is_not_asked() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(create_server(world.registry), cache=None) as client:
+            result = await client.call_tool("order", {})
+    assert result.is_error
+    assert "did not declare the elicitation capability" in _text(result)
+    assert world.effects == ["charged"]
+
+
+class TestOverHttp:
+    """The same over streamable HTTP, each round a POST of its own (asyncio only: uvicorn)."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+    @pytest.mark.filterwarnings(r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning")
+    async def test_the_side_effect_happens_once(self) -> None:
+        world, person = World(), Person()
+        with first_error(), anyio.fail_after(GUARD):
+            async with anyio.create_task_group() as tg:
+                url = await tg.start(
+                    functools.partial(serve_http, world.registry, port=0, handle_signals=False)
+                )
+                async with Client(url, cache=None, **person.kwargs()) as client:
+                    assert client.session.protocol_version == "2026-07-28"
+                    result = await client.call_tool("order", {"item": "book"})
+                    first = await _ask(client)
+                    assert first.request_state is not None
+                    with pytest.raises(MCPError, match=r"^requestState refused: its signature"):
+                        await _retry(client, first.request_state + "x")
+                    await _retry(client, first.request_state)
+                tg.cancel_scope.cancel()
+        assert _text(result) == "ordered for Ada"
+        assert person.questions == ["Whose name?"]
+        assert world.effects == ["charged", "shipped to Ada"] * 2
+        assert world.codes() == ["OK", "OK"]
