@@ -13,6 +13,7 @@ import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,7 +24,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.server.lowlevel.server import Server
 from typing_extensions import TypedDict
 
-from mcp_fixtures.support import GUARD, first_error
+from mcp_fixtures.support import GUARD, Record, first_error, server_parameters
 from toolseam import Root, ToolRegistry, ToolResult, ToolRunContext, define_tool
 from toolseam.mcp import create_server, serve_http
 
@@ -395,6 +396,46 @@ async def test_a_client_without_the_capability_is_not_asked() -> None:
     assert result.is_error
     assert "did not declare the elicitation capability" in _text(result)
     assert world.effects == ["charged"]
+
+
+class TestOverStdio:
+    """A real server process: its restart loses the suspended call, never re-runs it."""
+
+    async def test_the_side_effect_happens_once(self, tmp_path: Path, anyio_backend: str) -> None:
+        record, person = Record(tmp_path / "record.jsonl"), Person()
+        parameters = server_parameters(record, anyio_backend)
+        with first_error(), anyio.fail_after(GUARD):
+            async with Client(parameters, cache=None, **person.kwargs()) as client:
+                assert client.session.protocol_version == "2026-07-28"
+                result = await client.call_tool("ask_once", {"tag": "a"})
+        assert _text(result) == "for Ada"
+        assert person.questions == ["Whose name?"]
+        assert [event["tag"] for event in record.events(event="side_effect")] == ["a"]
+
+    @pytest.mark.parametrize(("tool", "runs_again"), [("ask_once", False), ("lookup_once", True)])
+    async def test_a_restarted_server_refuses_the_retry_unless_the_tool_is_idempotent(
+        self, tmp_path: Path, anyio_backend: str, tool: str, runs_again: bool
+    ) -> None:
+        before, after = Record(tmp_path / "before.jsonl"), Record(tmp_path / "after.jsonl")
+        person = Person()
+        with first_error(), anyio.fail_after(GUARD):
+            parameters = server_parameters(before, anyio_backend)
+            async with Client(parameters, cache=None, **person.kwargs()) as client:
+                first = await _ask(client, tool, tag="a")
+            # The process is gone (its suspended call aborted); a new one takes the retry.
+            parameters = server_parameters(after, anyio_backend)
+            async with Client(parameters, cache=None, **person.kwargs()) as client:
+                if runs_again:
+                    final = await _retry(client, first.request_state, name=tool, tag="a")
+                    assert isinstance(final, types.CallToolResult)
+                    assert _text(final) == "found Ada"
+                else:
+                    with pytest.raises(MCPError, match="was issued by another server process"):
+                        await _retry(client, first.request_state, name=tool, tag="a")
+        assert [event["code"] for event in before.events(event="result")] == ["ABORTED"]
+        assert person.questions == []  # the idempotent re-run used the answer it was given
+        assert len(after.events(event="side_effect")) == (1 if runs_again else 0)
+        assert len(after.events(event="result")) == (1 if runs_again else 0)
 
 
 class TestOverHttp:
