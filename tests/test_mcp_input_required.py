@@ -351,6 +351,33 @@ async def test_a_suspended_body_is_aborted_and_awaited_when_the_server_stops() -
     assert world.codes() == ["ABORTED"]
 
 
+async def test_cancelling_the_retry_aborts_the_resumed_body() -> None:
+    """The retry's request serves the call: cancelling it stops the body, which is awaited."""
+    world = World()
+    resumed = anyio.Event()
+
+    @define_tool(name="hold", description="Asks, then runs until aborted.")
+    async def hold(args: dict[str, Any], exec: ToolRunContext) -> str:
+        await exec.elicit("Go on?", Name, key="who")
+        resumed.set()
+        await exec.signal.wait()
+        world.reasons.append(str(exec.signal.reason))
+        exec.signal.raise_if_aborted()
+        return "unreachable"
+
+    world.registry.register(hold)
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            first = await _ask(client, "hold")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(_retry, client, first.request_state, name="hold"))
+                await resumed.wait()
+                tg.cancel_scope.cancel()
+            await world.any_published.wait()
+    assert world.reasons == ["operation aborted: the MCP request was cancelled"]
+    assert world.codes() == ["ABORTED"]
+
+
 async def test_a_fresh_call_may_carry_its_answers() -> None:
     """SEP-2322 lets a client answer before it is asked: one call, one run, no round."""
     world = World()
