@@ -378,6 +378,23 @@ async def test_cancelling_the_retry_aborts_the_resumed_body() -> None:
     assert world.codes() == ["ABORTED"]
 
 
+async def test_suspended_calls_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond the bound, a question fails instead of parking one more body."""
+    monkeypatch.setattr("toolseam.mcp._rounds.MAX_SUSPENDED", 1)
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            first = await _ask(client)
+            second = await client.session.call_tool("order", {}, allow_input_required=True)
+            assert isinstance(second, types.CallToolResult)
+            await _retry(client, first.request_state)
+    assert _text(second) == (
+        'Error: tool "order": elicitation is not available: this MCP server already holds 1 '
+        "calls waiting for their client's answers"
+    )
+    assert world.codes() == ["CAPABILITY_UNAVAILABLE", "OK"]
+
+
 async def test_a_fresh_call_may_carry_its_answers() -> None:
     """SEP-2322 lets a client answer before it is asked: one call, one run, no round."""
     world = World()

@@ -25,6 +25,9 @@ question. toolseam does not:
   stream) or the client going away aborts the call, as on the handshake revisions.
 - The server's lifespan ending (the connection, or shutdown) aborts every parked call and
   awaits it.
+- At most `MAX_SUSPENDED` calls of one server wait for a retry at once; beyond, a body's
+  question fails ``CAPABILITY_UNAVAILABLE`` saying so (it is never parked), so clients that
+  never retry cannot pile up suspended bodies without bound.
 
 Questions asked together (a body's task group) go out in one round: once a question is
 asked, the request gives the body's other tasks a few scheduling passes to ask theirs.
@@ -46,7 +49,9 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
+from .._capabilities import CAPABILITY_UNAVAILABLE
 from .._definitions import is_idempotent
+from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal, in_loop
@@ -58,13 +63,16 @@ if TYPE_CHECKING:
     from ._host import RequestHost
     from ._server import ClientGone, RunningCalls
 
-__all__ = ["INPUT_DEADLINE", "Kind", "RoundCall", "Rounds", "check_deadline"]
+__all__ = ["INPUT_DEADLINE", "MAX_SUSPENDED", "Kind", "RoundCall", "Rounds", "check_deadline"]
 
 INPUT_DEADLINE: Final = 600.0
 """Seconds a suspended call waits for its client's retry before it is aborted (default).
 
 The SDK's own request states live as long (``RequestStateSecurity(ttl=600)``).
 """
+
+MAX_SUSPENDED: Final = 1024
+"""How many calls of one server may wait for their client's retry at once."""
 
 Kind: TypeAlias = Literal["elicitation", "sampling", "roots"]
 
@@ -115,7 +123,7 @@ def _fit(kind: Kind, response: object) -> BaseModel | None:
 class _Question:
     """One question of a suspended call: answered, or withdrawn (``answer`` stays ``None``)."""
 
-    __slots__ = ("answer", "done", "key", "kind", "request")
+    __slots__ = ("answer", "done", "key", "kind", "refused", "request")
 
     kind: Kind
 
@@ -124,6 +132,7 @@ class _Question:
         self.kind = kind
         self.request = request
         self.answer: BaseModel | None = None
+        self.refused: str | None = None
         self.done = anyio.Event()
 
 
@@ -216,7 +225,17 @@ class RoundCall:
             registration.remove()
             if self.questions.get(name) is question:
                 del self.questions[name]
+        if question.refused is not None:
+            raise ToolError(question.refused, code=CAPABILITY_UNAVAILABLE)
         return question.answer
+
+    def refuse(self, questions: list[_Question], why: str) -> None:
+        """End these questions unasked: each ``ask`` raises ``CAPABILITY_UNAVAILABLE``."""
+        for question in questions:
+            if not question.done.is_set():
+                question.refused = why
+                question.done.set()
+        self._wake()
 
     def _withdraw(self, question: _Question) -> None:
         if not question.done.is_set():
@@ -280,7 +299,7 @@ class RoundCall:
 class Rounds:
     """The calls of 2026-07-28 clients of one server, and the key that signs their states."""
 
-    __slots__ = ("_abort", "_calls", "_deadline", "_registry", "_running", "key")
+    __slots__ = ("_abort", "_calls", "_deadline", "_parked", "_registry", "_running", "key")
 
     def __init__(
         self,
@@ -294,7 +313,13 @@ class Rounds:
         self._deadline = deadline
         self._abort = abort
         self._calls: dict[str, RoundCall] = {}
+        self._parked = 0
         self.key = StateKey()
+
+    def _unpark(self, call: RoundCall) -> None:
+        if call.parked:
+            call.parked = False
+            self._parked -= 1
 
     @asynccontextmanager
     async def lifespan(self, server: object) -> AsyncGenerator[dict[str, Any]]:
@@ -308,7 +333,7 @@ class Rounds:
                 for call in list(group.calls):
                     self._abort(call.controller, _CLOSED)
                 for call in [call for call in self._calls.values() if call.group is group]:
-                    call.parked = False
+                    self._unpark(call)
                     self._forget(call)
                 # What is left to wait for: the bodies (shielded, told through their signals)
                 # and the deadlines of parked calls, which end here.
@@ -406,7 +431,7 @@ class Rounds:
         call = self._calls.get(claims.call)
         if call is None or not call.parked or claims.round != call.round:
             raise refused(_STALE)
-        call.parked = False  # claimed: a second retry with the same state is a replay
+        self._unpark(call)  # claimed: a second retry with the same state is a replay
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
@@ -465,6 +490,13 @@ class Rounds:
                 # with the call's result.
                 with anyio.CancelScope(shield=True):
                     outcome = await call.outcome()
+                    while not isinstance(outcome, ToolResult) and self._parked >= MAX_SUSPENDED:
+                        call.refuse(
+                            outcome,
+                            f"this MCP server already holds {MAX_SUSPENDED} calls waiting for "
+                            "their client's answers",
+                        )
+                        outcome = await call.outcome()
                 if isinstance(outcome, ToolResult):
                     await host.flush()
                 else:
@@ -485,6 +517,7 @@ class Rounds:
             Claims(call.key, call.round, call.tool, call.arguments, call.principal)
         )
         call.parked = True
+        self._parked += 1
         call.timer = timer = anyio.CancelScope()
         call.group.tg.start_soon(self._expire, call, call.round, timer)
         return types.InputRequiredResult(
@@ -497,7 +530,7 @@ class Rounds:
             await anyio.sleep(self._deadline)
         if not call.parked or call.round != round:
             return  # the retry came
-        call.parked = False
+        self._unpark(call)
         self._forget(call)
         if call.result is None:
             self._abort(
