@@ -8,10 +8,12 @@ results they expect; serve it with::
     python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000
     npx @modelcontextprotocol/conformance@0.1.16 server --url http://127.0.0.1:8000/mcp
 
-Seven tools use what a tool body reaches while it runs: ``exec.progress``, ``exec.log``,
-``exec.elicit`` (the user) and ``exec.sample`` (the client's model); served over MCP, they
-become progress notifications, log messages, ``elicitation/create`` and
-``sampling/createMessage`` requests to the client of the call.
+Fifteen tools use what a tool body reaches while it runs: ``exec.progress``, ``exec.log``,
+``exec.elicit`` (the user), ``exec.sample`` (the client's model) and ``exec.roots``; served
+over MCP, they become progress notifications, log messages, and ``elicitation/create``,
+``sampling/createMessage`` and ``roots/list`` requests to the client of the call (on
+2026-07-28, the questions of an ``InputRequiredResult``: the ``input-required-result-*``
+scenarios).
 
 Run as a program, it calls a few of its tools through an MCP client of its own, which
 answers the server's questions: ``python docs/examples/mcp_conformance_server.py``.
