@@ -456,6 +456,18 @@ class TestOverStdio:
         assert person.questions == ["Whose name?"]
         assert [event["tag"] for event in record.events(event="side_effect")] == ["a"]
 
+    async def test_the_command_line_sets_the_deadline(
+        self, tmp_path: Path, anyio_backend: str
+    ) -> None:
+        record = Record(tmp_path / "record.jsonl")
+        parameters = server_parameters(record, anyio_backend)
+        parameters.args = [*parameters.args, "--input-deadline", "0.05"]
+        with first_error(), anyio.fail_after(GUARD):
+            async with Client(parameters, cache=None, **Person().kwargs()) as client:
+                await _ask(client, "ask_once", tag="a")
+                published = await record.wait_for(event="result")
+        assert published["code"] == "ABORTED"
+
     @pytest.mark.parametrize(("tool", "runs_again"), [("ask_once", False), ("lookup_once", True)])
     async def test_a_restarted_server_refuses_the_retry_unless_the_tool_is_idempotent(
         self, tmp_path: Path, anyio_backend: str, tool: str, runs_again: bool
