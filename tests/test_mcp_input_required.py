@@ -77,7 +77,17 @@ class World:
             answer = await exec.elicit("Whose name?", Name, key="who")
             return f"found {answer.content['name'] if answer.content else 'nobody'}"
 
+        @define_tool(name="chatty", description="Reports, asks, reports.")
+        async def chatty(args: dict[str, Any], exec: ToolRunContext) -> str:
+            exec.log("info", "before")
+            exec.progress(1, total=2)
+            await exec.elicit("Go on?", Name, key="who")
+            exec.log("info", "after")
+            exec.progress(2, total=2)
+            return "done"
+
         self.registry.register(order)
+        self.registry.register(chatty)
         self.registry.register(survey)
         self.registry.register(lookup)
         self.registry.on_result(self._observe)
@@ -395,6 +405,29 @@ async def test_suspended_calls_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     assert world.codes() == ["CAPABILITY_UNAVAILABLE", "OK"]
 
 
+async def test_what_the_body_reports_reaches_the_client_around_its_question() -> None:
+    world, logs, progress = World(), list[object](), list[float]()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(
+            create_server(world.registry),
+            cache=None,
+            log_level="info",
+            logging_callback=on_log,
+            **Person().kwargs(),
+        ) as client:
+            result = await client.call_tool("chatty", {}, progress_callback=on_progress)
+    assert _text(result) == "done"
+    assert logs == ["before", "after"]
+    assert progress == [1, 2]
+
+
 async def test_a_fresh_call_may_carry_its_answers() -> None:
     """SEP-2322 lets a client answer before it is asked: one call, one run, no round."""
     world = World()
@@ -522,3 +555,27 @@ class TestOverHttp:
         assert person.questions == ["Whose name?"]
         assert world.effects == ["charged", "shipped to Ada"] * 2
         assert world.codes() == ["OK", "OK"]
+
+    @pytest.mark.filterwarnings(r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning")
+    async def test_notifications_ride_the_stream_of_the_round_they_belong_to(self) -> None:
+        world, logs, progress = World(), list[object](), list[float]()
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logs.append(params.data)
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+
+        with first_error(), anyio.fail_after(GUARD):
+            async with anyio.create_task_group() as tg:
+                url = await tg.start(
+                    functools.partial(serve_http, world.registry, port=0, handle_signals=False)
+                )
+                async with Client(
+                    url, cache=None, log_level="info", logging_callback=on_log, **Person().kwargs()
+                ) as client:
+                    result = await client.call_tool("chatty", {}, progress_callback=on_progress)
+                tg.cancel_scope.cancel()
+        assert _text(result) == "done"
+        assert logs == ["before", "after"]
+        assert progress == [1, 2]
