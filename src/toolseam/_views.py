@@ -138,7 +138,7 @@ class ToolExecutionInput:
     parent: ExecutionToken | None = None
     """The token of the execution that started this nested call."""
     host: ToolHost | None = None
-    """What the caller offers the body: progress and log sinks, elicitation, sampling, roots."""
+    """What the caller offers the body: progress and log sinks, elicitation, sampling."""
 
     def __init__(
         self,
