@@ -55,7 +55,7 @@ from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal, in_loop
-from .._views import ToolExecutionInput
+from .._views import ToolExecutionInput, ToolHost
 from ._state import Claims, Foreign, StateKey, arguments_digest, refused
 from ._wire import call_tool_result
 
@@ -63,7 +63,15 @@ if TYPE_CHECKING:
     from ._host import RequestHost
     from ._server import ClientGone, RunningCalls
 
-__all__ = ["INPUT_DEADLINE", "MAX_SUSPENDED", "Kind", "RoundCall", "Rounds", "check_deadline"]
+__all__ = [
+    "INPUT_DEADLINE",
+    "MAX_SUSPENDED",
+    "Kind",
+    "MakeInput",
+    "RoundCall",
+    "Rounds",
+    "check_deadline",
+]
 
 INPUT_DEADLINE: Final = 600.0
 """Seconds a suspended call waits for its client's retry before it is aborted (default).
@@ -75,6 +83,12 @@ MAX_SUSPENDED: Final = 1024
 """How many calls of one server may wait for their client's retry at once."""
 
 Kind: TypeAlias = Literal["elicitation", "sampling", "roots"]
+
+MakeInput: TypeAlias = Callable[
+    [ServerRequestContext[Any], types.CallToolRequestParams, AbortSignal, ToolHost],
+    ToolExecutionInput,
+]
+"""How the server makes a call's input (``_server``: the same as for any ``tools/call``)."""
 
 _GROUP_KEY: Final = "toolseam.mcp.rounds"
 _BATCH_PASSES: Final = 8
@@ -348,6 +362,7 @@ class Rounds:
         ctx: ServerRequestContext[Any],
         params: types.CallToolRequestParams,
         make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
+        make_input: MakeInput,
         gone: ClientGone | None,
         pre_cancelled: bool,
     ) -> types.CallToolResult | types.InputRequiredResult | None:
@@ -365,7 +380,9 @@ class Rounds:
         principal = self.key.principal()
         state = params.request_state
         if state is None:
-            call = self._start(ctx, params, group, digest, principal, responses, make_host)
+            call = self._start(
+                ctx, params, group, digest, principal, responses, make_host, make_input
+            )
         else:
             claims = self.key.verify(state)
             if isinstance(claims, Foreign):
@@ -376,7 +393,9 @@ class Rounds:
                         f'the retry reached another one), and tool "{params.name}" is not '
                         "idempotent: its call cannot continue here, and was not run again"
                     )
-                call = self._start(ctx, params, group, digest, principal, responses, make_host)
+                call = self._start(
+                    ctx, params, group, digest, principal, responses, make_host, make_input
+                )
             else:
                 call = self._resume(claims, params.name, digest, principal)
                 call.answer(responses)
@@ -393,19 +412,13 @@ class Rounds:
         principal: str | None,
         preset: Mapping[str, object],
         make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
+        make_input: MakeInput,
     ) -> RoundCall:
         call = RoundCall(
             tool=params.name, arguments=digest, principal=principal, preset=preset, group=group
         )
         host = call.host = make_host(ctx, call)
-        arguments: object = params.arguments
-        execution = ToolExecutionInput(
-            call_id=str(ctx.request_id),
-            name=params.name,
-            arguments={} if arguments is None else arguments,
-            signal=call.controller.signal,
-            host=host.host,
-        )
+        execution = make_input(ctx, params, call.controller.signal, host.host)
         self._calls[call.key] = call
         group.calls.add(call)
         self._running.enter(call.controller)  # aborts it at once if the server is closing

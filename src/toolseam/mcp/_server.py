@@ -413,6 +413,14 @@ def serve_registry(
     def round_host(ctx: ServerRequestContext[Any], call: RoundCall) -> RequestHost:
         return RequestHost(ctx, call)
 
+    def round_input(
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        signal: AbortSignal,
+        host: ToolHost,
+    ) -> ToolExecutionInput:
+        return _call_input(ctx.request_id, params.name, params.arguments, signal, host)
+
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -422,7 +430,7 @@ def serve_registry(
         if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: questions travel as InputRequiredResult rounds (see `_rounds`).
             answer = await rounds.handle(
-                ctx, params, round_host, _disconnected(ctx), _cancelled_already()
+                ctx, params, round_host, round_input, _disconnected(ctx), _cancelled_already()
             )
             if answer is not None:
                 return answer
