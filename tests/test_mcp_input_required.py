@@ -428,6 +428,32 @@ async def test_what_the_body_reports_reaches_the_client_around_its_question() ->
     assert progress == [1, 2]
 
 
+async def test_a_call_that_ends_while_suspended_answers_the_next_retry() -> None:
+    world, release = World(), anyio.Event()
+
+    @define_tool(name="impatient", description="Asks, then gives up on its own.")
+    async def impatient(args: dict[str, Any], exec: ToolRunContext) -> str:
+        async def ask() -> None:
+            await exec.elicit("Quick?", Name, key="who")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await release.wait()
+            tg.cancel_scope.cancel()  # the body's own scope: it stops asking
+        return "gave up"
+
+    world.registry.register(impatient)
+    with first_error(), anyio.fail_after(GUARD):
+        async with connect(create_server(world.registry)) as client:
+            first = await _ask(client, "impatient")
+            release.set()
+            await world.any_published.wait()
+            final = await _retry(client, first.request_state, name="impatient")
+    assert isinstance(final, types.CallToolResult)
+    assert _text(final) == "gave up"
+    assert world.codes() == ["OK"]
+
+
 async def test_a_fresh_call_may_carry_its_answers() -> None:
     """SEP-2322 lets a client answer before it is asked: one call, one run, no round."""
     world = World()
