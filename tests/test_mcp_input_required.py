@@ -3,8 +3,9 @@
 The registry is served in process (``create_server``) to the SDK's real ``Client``, which
 negotiates 2026-07-28 (``mode="auto"``, its direct in-process dispatcher) or the handshake
 (``mode="legacy"``, 2025-11-25); on asyncio and trio. The attacker cases drive the rounds by
-hand with ``client.session.call_tool(..., allow_input_required=True)``. The last test does
-the same over streamable HTTP (asyncio only there: uvicorn).
+hand with ``client.session.call_tool(..., allow_input_required=True)``. `TestOverStdio` runs
+real server processes (``python -m toolseam.mcp serve``, on the test's backend), so a
+restart is a real one; `TestOverHttp` uses streamable HTTP (asyncio only there: uvicorn).
 """
 
 from __future__ import annotations
