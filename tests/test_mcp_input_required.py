@@ -125,7 +125,9 @@ class Person:
 
     async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         self.questions.append("roots")
-        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+        return types.ListRootsResult(
+            roots=[types.Root.model_validate({"uri": "file:///work", "name": "work"})]
+        )
 
     def kwargs(self) -> dict[str, Any]:
         return {
@@ -148,7 +150,7 @@ async def connect(
     server: Server[Any], person: Person | None = None, mode: str = "auto"
 ) -> AsyncIterator[Client]:
     kwargs = (person or Person()).kwargs()
-    async with Client(server, mode=mode, cache=None, **kwargs) as client:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, cache=None, **kwargs) as client:
         yield client
 
 
@@ -407,13 +409,13 @@ async def test_suspended_calls_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 async def test_what_the_body_reports_reaches_the_client_around_its_question() -> None:
-    world, logs, progress = World(), list[object](), list[float]()
+    world, logs, seen = World(), list[object](), list[float]()
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params.data)
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
 
     with first_error(), anyio.fail_after(GUARD):
         async with Client(
@@ -426,7 +428,7 @@ async def test_what_the_body_reports_reaches_the_client_around_its_question() ->
             result = await client.call_tool("chatty", {}, progress_callback=on_progress)
     assert _text(result) == "done"
     assert logs == ["before", "after"]
-    assert progress == [1, 2]
+    assert seen == [1, 2]
 
 
 async def test_a_call_that_ends_while_suspended_answers_the_next_retry() -> None:
@@ -585,13 +587,13 @@ class TestOverHttp:
 
     @pytest.mark.filterwarnings(r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning")
     async def test_notifications_ride_the_stream_of_the_round_they_belong_to(self) -> None:
-        world, logs, progress = World(), list[object](), list[float]()
+        world, logs, seen = World(), list[object](), list[float]()
 
         async def on_log(params: types.LoggingMessageNotificationParams) -> None:
             logs.append(params.data)
 
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append(value)
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(progress)
 
         with first_error(), anyio.fail_after(GUARD):
             async with anyio.create_task_group() as tg:
@@ -605,4 +607,4 @@ class TestOverHttp:
                 tg.cancel_scope.cancel()
         assert _text(result) == "done"
         assert logs == ["before", "after"]
-        assert progress == [1, 2]
+        assert seen == [1, 2]
