@@ -406,23 +406,28 @@ async def test_a_capability_the_client_did_not_declare_is_unavailable_and_says_w
     assert (peer.asked, peer.sampled) == ([], [])
 
 
-async def test_a_2026_client_gets_progress_and_logs_but_cannot_be_asked(served: Served) -> None:
-    peer = Peer()
+async def test_a_2026_client_gets_progress_and_logs_and_is_asked_between_rounds(
+    served: Served,
+) -> None:
+    """The question travels as an InputRequiredResult (test_mcp_input_required.py)."""
+    peer = Peer(answer=types.ElicitResult(action="accept", content={"name": "Ada"}))
     seen, on_progress = progress_sink()
     with first_error(), anyio.fail_after(GUARD):
-        async with connect(served.registry, peer, mode="auto", log_level="info") as session:
-            assert session.protocol_version == "2026-07-28"
-            stepped = await session.call_tool("steps", {"n": 2}, progress_callback=on_progress)
-            asked = await session.call_tool("ask", {"message": "?"})
+        async with Client(
+            create_server(served.registry),
+            mode="auto",
+            cache=None,
+            log_level="info",
+            **peer.callbacks(),
+        ) as client:
+            assert client.session.protocol_version == "2026-07-28"
+            stepped = await client.call_tool("steps", {"n": 2}, progress_callback=on_progress)
+            asked = await client.call_tool("ask", {"message": "?"})
     assert _text(stepped) == "done"
     assert seen == [(1, 2, "step 1"), (2, 2, "step 2")]
     assert [log.data for log in peer.logs] == ["step 1", "step 2"]
-    assert (asked.is_error, _code(asked)) == (True, "CAPABILITY_UNAVAILABLE")
-    assert _text(asked) == (
-        'Error: tool "ask": elicitation is not available: the MCP client connected with '
-        "protocol revision 2026-07-28, in which a server cannot send it requests during a call"
-    )
-    assert peer.asked == []
+    assert _text(asked) == 'accepted {"name": "Ada"}'
+    assert [params.message for params, _ in peer.asked] == ["?"]
 
 
 # -- withdrawal ----------------------------------------------------------------------------

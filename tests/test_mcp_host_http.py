@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_fixtures.capabilities import make_registry
 from mcp_fixtures.support import GUARD, first_error
-from test_mcp_host import Peer, Served, _code, _text, progress_sink
+from test_mcp_host import Peer, Served, _text, progress_sink
 from toolseam import ToolRunContext, define_tool
 from toolseam.mcp import serve_http
 
@@ -142,10 +142,10 @@ async def test_a_request_pending_when_the_call_ends_is_withdrawn_on_its_stream(
     assert answers == ["cancelled"]
 
 
-async def test_a_2026_client_gets_progress_and_opted_in_logs_but_cannot_be_asked(
+async def test_a_2026_client_gets_progress_and_opted_in_logs_and_is_asked_between_rounds(
     served: Served,
 ) -> None:
-    peer = Peer()
+    peer = Peer(answer=types.ElicitResult(action="accept", content={"name": "Ada"}))
     seen, on_progress = progress_sink()
     with first_error(), anyio.fail_after(GUARD):
         async with (
@@ -158,5 +158,5 @@ async def test_a_2026_client_gets_progress_and_opted_in_logs_but_cannot_be_asked
     assert _text(stepped) == "done"
     assert seen == [(1, 2, "step 1"), (2, 2, "step 2")]
     assert [log.data for log in peer.logs] == ["step 1", "step 2"]
-    assert (asked.is_error, _code(asked)) == (True, "CAPABILITY_UNAVAILABLE")
-    assert "protocol revision 2026-07-28" in _text(asked)
+    assert _text(asked) == 'accepted {"name": "Ada"}'
+    assert [params.message for params, _ in peer.asked] == ["?"]

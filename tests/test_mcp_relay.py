@@ -490,8 +490,9 @@ async def test_a_2026_server_asking_while_the_caller_aborts() -> None:
     assert caller.how in ("signal", "cancelled")
 
 
-async def test_a_2026_toolseam_server_relays_progress_and_opted_in_logs(upstream: Served) -> None:
-    caller = Caller()
+async def test_a_2026_toolseam_server_relays_progress_logs_and_questions(upstream: Served) -> None:
+    """Its question travels as an InputRequiredResult, answered by the local caller."""
+    caller = Caller(answer=Elicited("accept", {"name": "Ada"}))
     with first_error(), anyio.fail_after(GUARD):
         async with remote(create_server(upstream.registry), mode="auto") as (local, session):
             assert session.protocol_version == "2026-07-28"
@@ -499,4 +500,6 @@ async def test_a_2026_toolseam_server_relays_progress_and_opted_in_logs(upstream
             asked = await local.execute(call("ask", {"message": "?"}, caller.host()))
     assert caller.progress() == [(1, 2, "step 1"), (2, 2, "step 2")]
     assert caller.logs() == [("info", "step 1"), ("info", "step 2")]
-    assert remote_code(asked) == "CAPABILITY_UNAVAILABLE"  # it cannot ask mid-call there
+    assert [request.message for request in caller.asked] == ["?"]
+    assert asked.is_error is False
+    assert asked.value == 'accepted {"name": "Ada"}'

@@ -8,10 +8,12 @@ results they expect; serve it with::
     python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000
     npx @modelcontextprotocol/conformance@0.1.16 server --url http://127.0.0.1:8000/mcp
 
-Seven tools use what a tool body reaches while it runs: ``exec.progress``, ``exec.log``,
-``exec.elicit`` (the user) and ``exec.sample`` (the client's model); served over MCP, they
-become progress notifications, log messages, ``elicitation/create`` and
-``sampling/createMessage`` requests to the client of the call.
+Fifteen tools use what a tool body reaches while it runs: ``exec.progress``, ``exec.log``,
+``exec.elicit`` (the user), ``exec.sample`` (the client's model) and ``exec.roots``; served
+over MCP, they become progress notifications, log messages, and ``elicitation/create``,
+``sampling/createMessage`` and ``roots/list`` requests to the client of the call (on
+2026-07-28, the questions of an ``InputRequiredResult``: the ``input-required-result-*``
+scenarios).
 
 Run as a program, it calls a few of its tools through an MCP client of its own, which
 answers the server's questions: ``python docs/examples/mcp_conformance_server.py``.
@@ -301,6 +303,123 @@ class JsonSchemaTool:
         return None
 
 
+# The input-required-result-* scenarios of MCP 2026-07-28 (SEP-2322). The suite asks for
+# these keys; over 2026-07-28 each question becomes an InputRequiredResult, the body waiting
+# at it until the client's retry answers (over 2025-11-25, a request during the call).
+class UserName(TypedDict):
+    name: str
+
+
+class Confirmation(TypedDict):
+    ok: bool
+
+
+class Color(TypedDict):
+    color: str
+
+
+@define_tool(
+    name="test_input_required_result_elicitation",
+    description="Asks the user's name (InputRequiredResult with one elicitation)",
+)
+async def irr_elicitation(args: NoArgs, exec: ToolRunContext) -> str:
+    answer = await exec.elicit("What is your name?", UserName, key="user_name")
+    return f"Hello, {answer.content['name']}!" if answer.content else f"No name: {answer}"
+
+
+@define_tool(
+    name="test_input_required_result_sampling",
+    description="Asks the client's model a question (InputRequiredResult with one sampling)",
+)
+async def irr_sampling(args: NoArgs, exec: ToolRunContext) -> str:
+    completion = await exec.sample(
+        "What is the capital of France?", max_tokens=100, key="capital_question"
+    )
+    return f"The model says: {completion}"
+
+
+@define_tool(
+    name="test_input_required_result_list_roots",
+    description="Asks the client's roots (InputRequiredResult with one roots/list)",
+)
+async def irr_list_roots(args: NoArgs, exec: ToolRunContext) -> str:
+    roots = await exec.roots(key="client_roots")
+    return "Roots: " + ", ".join(root.uri for root in roots)
+
+
+@define_tool(
+    name="test_input_required_result_request_state",
+    description="Asks for a confirmation; the retry's requestState is checked",
+)
+async def irr_request_state(args: NoArgs, exec: ToolRunContext) -> str:
+    answer = await exec.elicit("Please confirm", Confirmation, key="confirm")
+    # Reached only through a retry whose signed requestState resumed this very body.
+    return f"state-ok: confirmed={answer.content['ok'] if answer.content else None}"
+
+
+@define_tool(
+    name="test_input_required_result_multiple_inputs",
+    description="Asks three questions at once: elicitation, sampling and roots",
+)
+async def irr_multiple_inputs(args: NoArgs, exec: ToolRunContext) -> str:
+    answers: dict[str, str] = {}
+
+    async def name() -> None:
+        answer = await exec.elicit("What is your name?", UserName, key="user_name")
+        answers["name"] = answer.content["name"] if answer.content else "?"
+
+    async def greeting() -> None:
+        answers["greeting"] = str(
+            await exec.sample("Generate a greeting", max_tokens=50, key="greeting")
+        )
+
+    async def roots() -> None:
+        answers["roots"] = ", ".join(root.uri for root in await exec.roots(key="client_roots"))
+
+    async with anyio.create_task_group() as questions:  # asked together: one round
+        questions.start_soon(name)
+        questions.start_soon(greeting)
+        questions.start_soon(roots)
+    return f"{answers['greeting']} {answers['name']} ({answers['roots']})"
+
+
+@define_tool(
+    name="test_input_required_result_multi_round",
+    description="Asks two questions, one after the other (two rounds)",
+)
+async def irr_multi_round(args: NoArgs, exec: ToolRunContext) -> str:
+    name = await exec.elicit("Step 1: What is your name?", UserName, key="step1")
+    color = await exec.elicit("Step 2: What is your favorite color?", Color, key="step2")
+    who = name.content["name"] if name.content else "?"
+    return f"{who} likes {color.content['color'] if color.content else '?'}"
+
+
+@define_tool(
+    name="test_input_required_result_tampered_state",
+    description="Asks for a confirmation; a tampered requestState is refused",
+)
+async def irr_tampered_state(args: NoArgs, exec: ToolRunContext) -> str:
+    answer = await exec.elicit("Please confirm", Confirmation, key="confirm")
+    return f"confirmed={answer.content['ok'] if answer.content else None}"
+
+
+@define_tool(
+    name="test_input_required_result_capabilities",
+    description="Asks only what the client declared it can answer",
+)
+async def irr_capabilities(args: NoArgs, exec: ToolRunContext) -> str:
+    said: list[str] = []
+    try:
+        said.append(str(await exec.elicit("What is your name?", UserName, key="user_name")))
+    except ToolError as error:  # CAPABILITY_UNAVAILABLE: the client declared no elicitation
+        said.append(error.message)
+    try:
+        said.append(str(await exec.sample("Say hello", max_tokens=20, key="hello")))
+    except ToolError as error:
+        said.append(error.message)
+    return "; ".join(said)
+
+
 registry = ToolRegistry()
 for tool in (
     simple_text,
@@ -315,6 +434,14 @@ for tool in (
     elicitation,
     elicitation_defaults,
     elicitation_enums,
+    irr_elicitation,
+    irr_sampling,
+    irr_list_roots,
+    irr_request_state,
+    irr_multiple_inputs,
+    irr_multi_round,
+    irr_tampered_state,
+    irr_capabilities,
 ):
     registry.register(tool)
 registry.register(JsonSchemaTool())
@@ -359,7 +486,7 @@ async def main() -> None:
     )
     async with client:
         tools = (await client.list_tools()).tools
-        print(len(tools), "tools")  # -> 13 tools
+        print(len(tools), "tools")  # -> 21 tools
         for name in ("test_simple_text", "test_multiple_content_types", "test_error_handling"):
             print(name, describe(await client.call_tool(name, {})))
         # -> test_simple_text ok [text]

@@ -18,6 +18,8 @@ from ._capabilities import Elicited as Elicited
 from ._capabilities import LogEvent as LogEvent
 from ._capabilities import LogLevel as LogLevel
 from ._capabilities import ProgressEvent as ProgressEvent
+from ._capabilities import Root as Root
+from ._capabilities import RootsRequest as RootsRequest
 from ._capabilities import Sampled as Sampled
 from ._capabilities import SamplingRequest as SamplingRequest
 from ._capabilities import ToolEvent as ToolEvent
@@ -122,6 +124,8 @@ __all__ = (
     "Registration",
     "ReplaceValue",
     "ResultObserver",
+    "Root",
+    "RootsRequest",
     "Sampled",
     "SamplingRequest",
     "ToolArgsError",

@@ -1,10 +1,10 @@
-"""What a tool body reaches beyond its signal: progress, logs, elicitation, sampling.
+"""What a tool body reaches beyond its signal: progress, logs, elicitation, sampling, roots.
 
 The data that crosses the seam between a body and the caller's `ToolHost` (contract §5,
 "Capabilities"): the events a body reports (`ProgressEvent`, `LogEvent`), the requests it
-makes (`ElicitationRequest`, `SamplingRequest`) and the answers it gets back (`Elicited`,
-`Sampled`). Every field is frozen JSON or a plain immutable value, so a host may keep them.
-This module builds and checks them; `_delivery` delivers them.
+makes (`ElicitationRequest`, `SamplingRequest`, `RootsRequest`) and the answers it gets back
+(`Elicited`, `Sampled`, a tuple of `Root`). Every field is frozen JSON or a plain immutable
+value, so a host may keep them. This module builds and checks them; `_delivery` delivers them.
 """
 
 from __future__ import annotations
@@ -29,12 +29,17 @@ __all__ = [
     "LogEvent",
     "LogLevel",
     "ProgressEvent",
+    "Root",
+    "RootsRequest",
     "Sampled",
     "SamplingRequest",
     "ToolEvent",
+    "check_key",
     "elicitation_request",
     "log_event",
     "progress_event",
+    "roots_answer",
+    "roots_request",
     "sampling_request",
     "unavailable",
 ]
@@ -104,6 +109,12 @@ class ElicitationRequest:
     """The question, for a human."""
     requested_schema: FrozenDict
     """The JSON Schema of the answer (an object schema), frozen."""
+    key: str | None = None
+    """The body's name for the question (``exec.elicit(..., key=...)``), if it gave one.
+
+    Unique within the call by the body's choice; MCP 2026-07-28 uses it as the question's
+    key in an ``InputRequiredResult``, so a client can answer it by name.
+    """
 
 
 @final
@@ -160,6 +171,31 @@ class SamplingRequest:
     """MCP's ``modelPreferences`` (hints and priorities), frozen."""
     metadata: JsonValue = None
     """Provider-specific metadata, frozen."""
+    key: str | None = None
+    """The body's name for the request (``exec.sample(..., key=...)``), if it gave one."""
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RootsRequest:
+    """A body's request for the caller's roots (``exec.roots()``), as `ToolHost.roots` gets it."""
+
+    key: str | None = None
+    """The body's name for the request (``exec.roots(key=...)``), if it gave one."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Root:
+    """One root the caller lets the tool work in: a directory or file, as MCP's ``roots/list``.
+
+    A host builds them; ``exec.roots()`` returns a tuple of them, in the host's order.
+    """
+
+    uri: str
+    """Where it is: a ``file://`` URI, as MCP requires for now."""
+    name: str | None = None
+    """A name for humans, if the caller gave one."""
 
 
 @final
@@ -260,7 +296,18 @@ def _adapter(schema: type) -> Any:
     return TypeAdapter(schema)
 
 
-def elicitation_request(message: object, schema: object) -> tuple[ElicitationRequest, Validator]:
+def check_key(method: str, key: object) -> str | None:
+    """A body's ``key=`` for a request: ``None`` or a non-empty str."""
+    if key is None:
+        return None
+    if type(key) is str and key:
+        return key
+    raise TypeError(f"{method}(): `key` must be a non-empty str or None, got {safe_str(key)!r}")
+
+
+def elicitation_request(
+    message: object, schema: object, key: object = None
+) -> tuple[ElicitationRequest, Validator]:
     """The request for ``exec.elicit(message, schema)``, and how to check the answer.
 
     ``schema`` is a type pydantic can validate (a `TypedDict`, a dataclass, a pydantic
@@ -294,7 +341,7 @@ def elicitation_request(message: object, schema: object) -> tuple[ElicitationReq
         raise ValueError(f"elicit(): the schema is not lossless JSON ({error})") from None
     if type(frozen) is not FrozenDict:
         raise TypeError("elicit(): the schema must be a JSON object")
-    return ElicitationRequest(message, frozen), validate
+    return ElicitationRequest(message, frozen, check_key("elicit", key)), validate
 
 
 _JSON_TYPES: Mapping[str, tuple[type, ...]] = {
@@ -377,6 +424,7 @@ def sampling_request(
     stop_sequences: object,
     model_preferences: object,
     metadata: object,
+    key: object = None,
 ) -> SamplingRequest:
     """The request for ``exec.sample(...)``: a string is one user message."""
     given: object = messages
@@ -430,6 +478,7 @@ def sampling_request(
         stop_sequences=cast("tuple[str, ...]", stops),
         model_preferences=preferences,
         metadata=extra,
+        key=check_key("sample", key),
     )
 
 
@@ -443,6 +492,35 @@ def sampled(answer: object, exec_name: str) -> Sampled:
 
 
 _ROLES = ("user", "assistant")
+
+
+# -- roots -------------------------------------------------------------------------------
+
+
+def roots_request(key: object) -> RootsRequest:
+    """The request for ``exec.roots(key=...)``."""
+    return RootsRequest(key=check_key("roots", key))
+
+
+def roots_answer(answer: object, exec_name: str) -> tuple[Root, ...]:
+    """The host's roots, checked: a sequence of `Root` (not a str), as a tuple."""
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence):
+        raise _failed(
+            exec_name,
+            f"the host's roots() returned {type_name(type(answer))}, not a sequence of Root",
+        )
+    roots = tuple(cast("Sequence[object]", answer))
+    for index, root in enumerate(roots):
+        if type(root) is not Root:
+            raise _failed(
+                exec_name, f"the host's roots()[{index}] is {type_name(type(root))}, not Root"
+            )
+        checked: Root = root
+        if type(checked.uri) is not str or (
+            checked.name is not None and type(checked.name) is not str
+        ):
+            raise _failed(exec_name, f"the host's roots()[{index}] has a non-str uri or name")
+    return cast("tuple[Root, ...]", roots)
 
 
 def _failed(exec_name: str, detail: str) -> ToolError:

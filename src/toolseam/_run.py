@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, final, overload
 from ._capabilities import (
     Elicited,
     LogLevel,
+    Root,
     Sampled,
     elicitation_request,
     elicited,
     host_failed,
     log_event,
     progress_event,
+    roots_answer,
+    roots_request,
     sampled,
     sampling_request,
     unavailable,
@@ -290,17 +293,21 @@ class CallState:
             reach.emit(self, event)
 
     @overload
-    async def elicit(self, message: str, schema: type[T]) -> Elicited[T]: ...
+    async def elicit(
+        self, message: str, schema: type[T], *, key: str | None = None
+    ) -> Elicited[T]: ...
 
     @overload
     async def elicit(
-        self, message: str, schema: Mapping[str, JsonValue]
+        self, message: str, schema: Mapping[str, JsonValue], *, key: str | None = None
     ) -> Elicited[Mapping[str, JsonValue]]: ...
 
-    async def elicit(self, message: str, schema: object) -> Elicited[Any]:
+    async def elicit(
+        self, message: str, schema: object, *, key: str | None = None
+    ) -> Elicited[Any]:
         """Ask the user through the caller; carries the call's signal."""
         self._check_in_body("elicit")
-        request, validate = elicitation_request(message, schema)
+        request, validate = elicitation_request(message, schema, key)
         host = self.host
         ask = None if host is None else host.elicit
         if ask is None:
@@ -327,6 +334,7 @@ class CallState:
         stop_sequences: Sequence[str] = (),
         model_preferences: Mapping[str, JsonValue] | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
+        key: str | None = None,
     ) -> Sampled:
         """Ask the caller's model for a completion; carries the call's signal."""
         self._check_in_body("sample")
@@ -338,6 +346,7 @@ class CallState:
             stop_sequences,
             model_preferences,
             metadata,
+            key,
         )
         host = self.host
         ask = None if host is None else host.sample
@@ -352,6 +361,24 @@ class CallState:
             raise host_failed("sampling", self._name, error) from error
         signal.raise_if_aborted()
         return sampled(answer, self._name)
+
+    async def roots(self, *, key: str | None = None) -> tuple[Root, ...]:
+        """The caller's roots; carries the call's signal."""
+        self._check_in_body("roots")
+        request = roots_request(key)
+        host = self.host
+        ask = None if host is None else host.roots
+        if ask is None:
+            raise unavailable("roots", "roots", self._name)
+        signal = self.signal
+        signal.raise_if_aborted()
+        try:
+            answer: object = await ask(self, request, signal)
+        except Exception as error:
+            signal.raise_if_aborted()
+            raise host_failed("roots", self._name, error) from error
+        signal.raise_if_aborted()
+        return roots_answer(answer, self._name)
 
     def _check_in_body(self, method: str) -> None:
         if not self._in_body:

@@ -18,6 +18,8 @@ from ._capabilities import (
     LogEvent,
     LogLevel,
     ProgressEvent,
+    Root,
+    RootsRequest,
     Sampled,
     SamplingRequest,
 )
@@ -86,7 +88,7 @@ class ToolHost:
     ``on_progress`` and ``on_log`` receive the events a body reports, in the event loop's
     thread (a synchronous body's events are handed over to it without blocking the body),
     synchronously: they must not block; an `Exception` they raise is logged and contained.
-    ``elicit`` and ``sample`` answer the body's requests; each receives the call's signal
+    ``elicit``, ``sample`` and ``roots`` answer the body's requests; each receives the call's signal
     and must withdraw its request when that signal aborts (MCP: ``notifications/cancelled``)
     and return or raise promptly: the registry awaits it, it never races it. One that
     cannot offer the capability for this call after all raises a `ToolError` coded
@@ -106,6 +108,10 @@ class ToolHost:
         None
     )
     """Asks the caller's model for a completion."""
+    roots: (
+        Callable[[ToolExecution, RootsRequest, AbortSignal], Awaitable[Sequence[Root]]] | None
+    ) = None
+    """Lists the roots the caller lets the tool work in (MCP: ``roots/list``)."""
 
 
 @final
@@ -243,10 +249,16 @@ class ToolRunContext(ToolExecution, Protocol):
     """The tool body's view: read-only, plus `defer_context` and the capabilities.
 
     ``progress`` and ``log`` report to the caller and never block or fail for a slow
-    consumer; ``elicit`` and ``sample`` ask the caller and carry the call's signal (an abort
-    while one is pending withdraws it, and the method raises the signal's `AbortError`).
-    A synchronous body calls them from its worker thread: ``progress`` and ``log``
-    directly, ``elicit`` and ``sample`` through ``anyio.from_thread.run``.
+    consumer; ``elicit``, ``sample`` and ``roots`` ask the caller and carry the call's signal
+    (an abort while one is pending withdraws it, and the method raises the signal's
+    `AbortError`). A synchronous body calls them from its worker thread: ``progress`` and
+    ``log`` directly, the others through ``anyio.from_thread.run``.
+
+    A body never learns how its caller carries a question: over MCP 2025-11-25 it is a
+    request to the client during the call, over 2026-07-28 an ``InputRequiredResult`` that
+    the client answers by retrying the call, while the body stays suspended at its question
+    (docs/mcp.md). ``key=`` names a question within the call (2026-07-28 uses it as the
+    input request's key); without one the MCP server numbers them.
     """
 
     def defer_context(self, context: JsonValue) -> None:
@@ -285,20 +297,25 @@ class ToolRunContext(ToolExecution, Protocol):
         ...
 
     @overload
-    async def elicit(self, message: str, schema: type[T]) -> Elicited[T]: ...
+    async def elicit(
+        self, message: str, schema: type[T], *, key: str | None = None
+    ) -> Elicited[T]: ...
 
     @overload
     async def elicit(
-        self, message: str, schema: Mapping[str, JsonValue]
+        self, message: str, schema: Mapping[str, JsonValue], *, key: str | None = None
     ) -> Elicited[Mapping[str, JsonValue]]: ...
 
-    async def elicit(self, message: str, schema: object) -> Elicited[Any]:
+    async def elicit(
+        self, message: str, schema: object, *, key: str | None = None
+    ) -> Elicited[Any]:
         """Ask the user a question through the caller (MCP: ``elicitation/create``).
 
         Args:
             message: The question.
             schema: The answer's shape: a `TypedDict`, dataclass or pydantic model (the
                 content comes back validated as that type), or a JSON Schema dict.
+            key: A name for the question, unique within the call (optional).
 
         Returns:
             The answer: accepted with its content, declined or cancelled.
@@ -321,6 +338,7 @@ class ToolRunContext(ToolExecution, Protocol):
         stop_sequences: Sequence[str] = (),
         model_preferences: Mapping[str, JsonValue] | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
+        key: str | None = None,
     ) -> Sampled:
         """Ask the caller's model for a completion (MCP: ``sampling/createMessage``).
 
@@ -333,6 +351,22 @@ class ToolRunContext(ToolExecution, Protocol):
             stop_sequences: Where to stop.
             model_preferences: MCP's ``modelPreferences``.
             metadata: Provider-specific metadata.
+            key: A name for the request, unique within the call (optional).
+
+        Raises:
+            AbortError: The call's signal aborted (a pending request is withdrawn first).
+            ToolError: ``CAPABILITY_UNAVAILABLE`` or ``CAPABILITY_FAILED``, as for `elicit`.
+        """
+        ...
+
+    async def roots(self, *, key: str | None = None) -> tuple[Root, ...]:
+        """The roots the caller lets the tool work in (MCP: ``roots/list``).
+
+        Args:
+            key: A name for the request, unique within the call (optional).
+
+        Returns:
+            The caller's roots, in its order (possibly none).
 
         Raises:
             AbortError: The call's signal aborted (a pending request is withdrawn first).

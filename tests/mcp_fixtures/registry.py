@@ -57,6 +57,10 @@ class CountArgs(TypedDict):
     n: int
 
 
+class Name(TypedDict):
+    name: str
+
+
 registry = ToolRegistry()
 
 
@@ -116,7 +120,23 @@ async def crash(args: TagArgs, exec: ToolRunContext) -> str:
     os._exit(3)
 
 
+@define_tool(name="ask_once", description="Record a side effect, then ask a name.")
+async def ask_once(args: TagArgs, exec: ToolRunContext) -> str:
+    record(event="side_effect", tag=args["tag"])
+    answer = await exec.elicit("Whose name?", Name, key="who")
+    return f"for {answer.content['name'] if answer.content else 'nobody'}"
+
+
+@define_tool(name="lookup_once", description="Idempotent: ask a name.", idempotent=True)
+async def lookup_once(args: TagArgs, exec: ToolRunContext) -> str:
+    record(event="side_effect", tag=args["tag"])
+    answer = await exec.elicit("Whose name?", Name, key="who")
+    return f"found {answer.content['name'] if answer.content else 'nobody'}"
+
+
 registry.register(echo)
+registry.register(ask_once)
+registry.register(lookup_once)
 registry.register(point)
 registry.register(wait_for_abort)
 registry.register(step)

@@ -135,6 +135,13 @@ def _parser() -> argparse.ArgumentParser:
         _http_options(command)
         command.add_argument("--name", default="toolseam", help="server name (default: toolseam)")
         command.add_argument(
+            "--input-deadline",
+            metavar="SECONDS",
+            type=_positive_float,
+            help="how long a call suspended at a question waits for its MCP 2026-07-28 "
+            "client's retry before it is aborted (default: 600)",
+        )
+        command.add_argument(
             "--backend",
             choices=("asyncio", "trio"),
             default="asyncio",
@@ -302,7 +309,7 @@ async def _serve(
     from . import serve_http, serve_stdio
 
     if http is None:
-        await serve_stdio(registry, name=name)
+        await serve_stdio(registry, name=name, **settings)  # at most input_deadline
         return
     host, port = http
     await serve_http(registry, host=host, port=port, name=name, task_status=_Announce(), **settings)
@@ -348,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[], Awaitable[None]]
     try:
         settings = {} if args.http is None else _http_settings(args)
+        if args.input_deadline is not None:
+            settings["input_deadline"] = args.input_deadline
     except ValueError as error:
         return fail(str(error))
     try:

@@ -10,10 +10,11 @@ Each capability of a body maps onto the request's MCP connection (contract §13)
   rides the request's own stream), at the levels the client asked for: ``logging/setLevel``
   on a handshake-era connection (`set_log_level`; everything until it is sent, as the SDK
   does), the request's ``_meta`` opt-in on a 2026-07-28 one.
-- ``exec.elicit`` / ``exec.sample`` → ``elicitation/create`` / ``sampling/createMessage``
-  requests to the client, related to the request, when the client declared the capability
-  and the connection can carry them (2026-07-28 connections cannot: a server answers with
-  ``InputRequiredResult`` there, which a parked body does not fit). Otherwise the body gets
+- ``exec.elicit`` / ``exec.sample`` / ``exec.roots`` → ``elicitation/create`` /
+  ``sampling/createMessage`` / ``roots/list``, when the client declared the capability: on a
+  handshake-era connection, requests to the client related to the request; on a 2026-07-28
+  one, questions of the call's next ``InputRequiredResult``, the body suspended until the
+  client's retry answers them (``_rounds``). Otherwise the body gets
   ``CAPABILITY_UNAVAILABLE`` and the reason.
 
 The registry calls ``on_progress``/``on_log`` synchronously in the event loop's thread, so
@@ -36,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeAlias, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, cast, final
 
 import anyio
 from mcp import types
@@ -53,6 +54,8 @@ from .._capabilities import (
     Elicited,
     LogEvent,
     ProgressEvent,
+    Root,
+    RootsRequest,
     Sampled,
     SamplingRequest,
 )
@@ -61,6 +64,9 @@ from .._json import FrozenDict
 from .._signals import AbortSignal, in_loop
 from .._views import ToolExecution, ToolHost
 from ._wire import CALL_META_KEY, plain_json
+
+if TYPE_CHECKING:
+    from ._rounds import Kind, RoundCall
 
 __all__ = ["OUTBOX_LIMIT", "RequestHost", "connection_state", "set_log_level"]
 
@@ -108,7 +114,16 @@ class _Outbox:
     event loop's thread only.
     """
 
-    __slots__ = ("_busy", "_closed", "_dropped", "_idle", "_items", "_running", "_wake")
+    __slots__ = (
+        "_busy",
+        "_closed",
+        "_dropped",
+        "_idle",
+        "_items",
+        "_pausing",
+        "_running",
+        "_wake",
+    )
 
     def __init__(self) -> None:
         self._items: deque[_Note] = deque()
@@ -117,6 +132,7 @@ class _Outbox:
         self._busy = False
         self._running = False
         self._closed = False
+        self._pausing = False
         self._dropped = 0
 
     def put(self, note: _Note) -> None:
@@ -140,6 +156,7 @@ class _Outbox:
     def starting(self) -> None:
         """Say the sender (`run`) is about to start: from now on, `flush` waits for it."""
         self._running = True
+        self._pausing = False
 
     async def run(
         self,
@@ -167,7 +184,7 @@ class _Outbox:
                 idle, self._idle = self._idle, None
                 if idle is not None:
                     idle.set()
-                if self._closed:
+                if self._closed or self._pausing:
                     break
                 self._wake = wake = anyio.Event()
                 await wake.wait()
@@ -187,6 +204,14 @@ class _Outbox:
     def close(self) -> None:
         """Drop whatever comes later; the sender returns once it has sent what is queued."""
         self._closed = True
+        self._wake_sender()
+
+    def pause(self) -> None:
+        """Keep what comes later queued; the sender returns once it has sent what is queued.
+
+        A suspended call's notifications wait for the request that resumes it.
+        """
+        self._pausing = True
         self._wake_sender()
 
 
@@ -213,9 +238,27 @@ class RequestHost:
     beside the call, and awaits `settle` then `flush` before it answers.
     """
 
-    __slots__ = ("_asking", "_ctx", "_echo", "_last_progress", "_levels", "_outbox", "_settled")
+    __slots__ = (
+        "_asking",
+        "_ctx",
+        "_echo",
+        "_last_progress",
+        "_levels",
+        "_outbox",
+        "_rounds",
+        "_settled",
+    )
 
-    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any], rounds: RoundCall | None = None) -> None:
+        self._rounds = rounds
+        self._outbox = _Outbox()
+        self._last_progress: float | None = None
+        self._asking: set[_Asking] = set()
+        self._settled = False
+        self.rebind(ctx)
+
+    def rebind(self, ctx: ServerRequestContext[Any]) -> None:
+        """Serve the call through ``ctx`` from now on (the retry that resumes a 2026 call)."""
         self._ctx = ctx
         meta: Mapping[str, Any] = ctx.meta or {}
         tag = meta.get(CALL_META_KEY)
@@ -223,22 +266,20 @@ class RequestHost:
         # Which levels this request may carry at all: every level on a handshake-era
         # connection (logging/setLevel narrows them), the _meta opt-in on a 2026 one.
         self._levels = allowed_log_levels(ctx.protocol_version, meta)
-        self._outbox = _Outbox()
-        self._last_progress: float | None = None
-        self._asking: set[_Asking] = set()
-        self._settled = False
 
     @property
     def host(self) -> ToolHost:
         """The `ToolHost` to put in the call's input."""
         # Progress is offered even without a progressToken in the params: the in-process
         # dispatcher of the SDK's `Client(server)` hands the caller's callback over
-        # directly, and `report_progress` is a no-op where nobody asked.
+        # directly, and `report_progress` is a no-op where nobody asked. A 2026 call's log
+        # levels may change with the request that resumes it: filtered as they are sent.
         return ToolHost(
             on_progress=self._on_progress,
-            on_log=self._on_log if self._levels else None,
+            on_log=self._on_log if self._levels or self._rounds is not None else None,
             elicit=self._elicit,
             sample=self._sample,
+            roots=self._roots,
         )
 
     def starting(self) -> None:
@@ -265,6 +306,11 @@ class RequestHost:
         """Send what is queued; drop whatever the call reports later."""
         await self._outbox.flush()
         self._outbox.close()
+
+    async def pause(self) -> None:
+        """Send what is queued; keep what the call reports later for the next request."""
+        await self._outbox.flush()
+        self._outbox.pause()
 
     # -- progress and logs ------------------------------------------------------------------
 
@@ -306,11 +352,11 @@ class RequestHost:
 
     # -- elicitation and sampling -----------------------------------------------------------
 
-    def _check_available(self, capability: str) -> None:
+    def _check_available(self, capability: Kind) -> None:
         """Raise ``CAPABILITY_UNAVAILABLE`` saying why, unless the client can be asked."""
         session = self._ctx.session
         why = None
-        if not session.can_send_request:
+        if self._rounds is None and not session.can_send_request:
             version = session.protocol_version
             why = (
                 f"the MCP client connected with protocol revision {version}, in which a server "
@@ -319,14 +365,18 @@ class RequestHost:
                 else "this MCP connection cannot carry requests from the server to the client"
             )
         else:
+            # On 2026-07-28 the request that serves the call now declares them.
             declared = session.client_capabilities
             if capability == "elicitation":
                 modes = None if declared is None else declared.elicitation
                 # `elicitation: {}` means form mode (the revisions before URL mode).
                 if modes is None or (modes.form is None and modes.url is not None):
                     why = "the MCP client did not declare the elicitation capability (form mode)"
-            elif declared is None or declared.sampling is None:
-                why = "the MCP client did not declare the sampling capability"
+            elif capability == "sampling":
+                if declared is None or declared.sampling is None:
+                    why = "the MCP client did not declare the sampling capability"
+            elif declared is None or declared.roots is None:
+                why = "the MCP client did not declare the roots capability"
         if why is not None:
             raise ToolError(why, code=CAPABILITY_UNAVAILABLE)
 
@@ -339,8 +389,15 @@ class RequestHost:
             requested_schema=plain_json(request.requested_schema),
             _meta=self._request_meta(),
         )
-        answer = await self._ask(types.ElicitRequest(params=params), types.ElicitResult, signal)
-        if answer is None:  # withdrawn: the call aborted (the body gets the abort) or settled
+        answer = await self._ask(
+            request.key,
+            "elicitation",
+            types.ElicitRequest(params=params),
+            types.ElicitResult,
+            signal,
+        )
+        if not isinstance(answer, types.ElicitResult):
+            # withdrawn: the call aborted (the body gets the abort) or settled
             return Elicited("cancel")
         return Elicited(answer.action, answer.content)
 
@@ -373,28 +430,65 @@ class RequestHost:
         except ValidationError as error:
             raise ValueError(f"not an MCP sampling request: {_first_problem(error)}") from None
         answer = await self._ask(
-            types.CreateMessageRequest(params=params), types.CreateMessageResult, signal
+            request.key,
+            "sampling",
+            types.CreateMessageRequest(params=params),
+            types.CreateMessageResult,
+            signal,
         )
-        if answer is None:
+        if not isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools):
             raise _Withdrawn("the request was withdrawn: its MCP call has ended")
-        content = answer.content.model_dump(by_alias=True, mode="json", exclude_none=True)
+        # A 2026 client may answer with a list of blocks (sampling with tools' shape).
+        blocks = answer.content if isinstance(answer.content, list) else [answer.content]
         return Sampled(
-            content=[content],
+            content=[
+                block.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for block in cast("list[BaseModel]", blocks)
+            ],
             model=answer.model,
             role=answer.role,
             stop_reason=answer.stop_reason,
         )
+
+    async def _roots(
+        self, exec: ToolExecution, request: RootsRequest, signal: AbortSignal
+    ) -> tuple[Root, ...]:
+        self._check_available("roots")
+        meta = self._request_meta()
+        answer = await self._ask(
+            request.key,
+            "roots",
+            types.ListRootsRequest(
+                params=None if meta is None else types.RequestParams(_meta=meta)
+            ),
+            types.ListRootsResult,
+            signal,
+        )
+        if not isinstance(answer, types.ListRootsResult):
+            raise _Withdrawn("the request was withdrawn: its MCP call has ended")
+        return tuple(Root(str(root.uri), root.name) for root in answer.roots)
 
     def _request_meta(self) -> types.RequestParamsMeta | None:
         # An open TypedDict (PEP 728 extra items), which the checkers read as closed.
         return cast("types.RequestParamsMeta | None", self._echo)
 
     async def _ask(
-        self, request: types.ServerRequest, result_type: type[ResultT], signal: AbortSignal
-    ) -> ResultT | None:
-        """Send a request to the client; ``None`` once withdrawn (the signal, or `settle`)."""
+        self,
+        key: str | None,
+        kind: Kind,
+        request: types.ElicitRequest | types.CreateMessageRequest | types.ListRootsRequest,
+        result_type: type[BaseModel],
+        signal: AbortSignal,
+    ) -> BaseModel | None:
+        """Ask the client; ``None`` once withdrawn (the signal, or `settle`).
+
+        On a handshake-era connection, a request to the client; on a 2026-07-28 one, a
+        question of the call's next round (any of the answer models of its kind).
+        """
         if self._settled:
             return None
+        if self._rounds is not None:
+            return await self._rounds.ask(key, kind, request, signal)
         ctx = self._ctx
         asking = _Asking()
         self._asking.add(asking)

@@ -64,6 +64,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from .._registry import ToolRegistry
 from ._auth import HttpAuth, HttpLimits
+from ._rounds import INPUT_DEADLINE
 from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
 
 __all__ = ["MCP_PATH", "serve_http"]
@@ -394,6 +395,7 @@ async def serve_http(
     certfile: str | os.PathLike[str] | None = None,
     keyfile: str | os.PathLike[str] | None = None,
     limits: HttpLimits = _DEFAULT_LIMITS,
+    input_deadline: float = INPUT_DEADLINE,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a registry over MCP's streamable HTTP transport at ``http://HOST:PORT/mcp``.
@@ -438,6 +440,8 @@ async def serve_http(
         certfile: TLS certificate chain (PEM); with ``keyfile``, serves ``https``.
         keyfile: TLS private key (PEM).
         limits: Body size, session and per-principal limits (see `HttpLimits`).
+        input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
+            client's retry before it is aborted (see `create_server`).
         task_status: With ``await task_group.start(serve_http, ...)``, receives the
             endpoint's URL once the server accepts connections.
 
@@ -463,7 +467,14 @@ async def serve_http(
     if (certfile is None) != (keyfile is None):
         raise ValueError("TLS needs both a certificate file and a key file")
     calls = RunningCalls()
-    server = serve_registry(registry, calls, name=name, version=version, instructions=None)
+    server = serve_registry(
+        registry,
+        calls,
+        name=name,
+        version=version,
+        instructions=None,
+        input_deadline=input_deadline,
+    )
     server.middleware.append(_calls_cap(limits.max_calls_per_principal))
     manager = StreamableHTTPSessionManager(
         app=server,

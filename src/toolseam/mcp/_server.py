@@ -39,6 +39,7 @@ from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._definitions import ToolSchema
 from .._errors import AbortError, type_name
@@ -48,6 +49,7 @@ from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput, ToolHost
 from ._host import RequestHost, connection_state, set_log_level
 from ._overtaken import EarlyCancels, request_key
+from ._rounds import INPUT_DEADLINE, RoundCall, Rounds, check_deadline
 from ._wire import call_tool_result, plain_json
 
 __all__ = [
@@ -374,7 +376,8 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
         try:
             return await call_next(ctx)
         except anyio.get_cancelled_exc_class():
-            if not entry.reached and isinstance(name, str):
+            # A 2026 retry (it carries a requestState) is no new call: nothing to publish.
+            if not entry.reached and isinstance(name, str) and "requestState" not in params:
                 call = _call_input(
                     ctx.request_id,
                     name,
@@ -397,20 +400,40 @@ def serve_registry(
     name: str,
     version: str,
     instructions: str | None,
+    input_deadline: float = INPUT_DEADLINE,
 ) -> Server[Any]:
     """`create_server`, with the caller's `RunningCalls` (to stop every call at shutdown)."""
+    rounds = Rounds(registry, calls, check_deadline(input_deadline), _abort)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_tool(schema) for schema in registry.schemas()])
 
+    def round_host(ctx: ServerRequestContext[Any], call: RoundCall) -> RequestHost:
+        return RequestHost(ctx, call)
+
+    def round_input(
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        signal: AbortSignal,
+        host: ToolHost,
+    ) -> ToolExecutionInput:
+        return _call_input(ctx.request_id, params.name, params.arguments, signal, host)
+
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         entry = _ENTRY.get()
         if entry is not None:
             entry.reached = True
+        if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # 2026-07-28: questions travel as InputRequiredResult rounds (see `_rounds`).
+            answer = await rounds.handle(
+                ctx, params, round_host, round_input, _disconnected(ctx), _cancelled_already()
+            )
+            if answer is not None:
+                return answer
         controller = AbortController()
         if _cancelled_already():
             # contract §5 (pre-aborted entry): the SDK cancelled the request before this
@@ -430,6 +453,7 @@ def serve_registry(
         instructions=instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        lifespan=rounds.lifespan,
     )
     # Registered by hand (not `on_set_logging_level`, which the SDK marks deprecated); it
     # also makes the server advertise the `logging` capability.
@@ -444,6 +468,7 @@ def create_server(
     name: str = "toolseam",
     version: str = "",
     instructions: str | None = None,
+    input_deadline: float = INPUT_DEADLINE,
 ) -> Server[Any]:
     """Build a low-level MCP ``Server`` that serves a registry's tools.
 
@@ -457,6 +482,12 @@ def create_server(
     request is then left unanswered, as MCP prescribes, once the body has settled. A
     request cancelled before its handler ran publishes ``ABORTED_BEFORE_DISPATCH``.
 
+    A body's ``exec.elicit``/``exec.sample``/``exec.roots`` reach the client of the call: on
+    MCP 2025-11-25 as requests during the call, on 2026-07-28 as the questions of an
+    ``InputRequiredResult``, the body suspended at its question until the client's retry
+    answers them (never run twice; the ``requestState`` is signed with a key drawn for this
+    server). A call whose retry does not come within ``input_deadline`` seconds is aborted.
+
     Use `serve_stdio` or `serve_http` to run it; for another transport, run it yourself
     (``server.run(read, write, server.create_initialization_options())``). Its first
     middleware is toolseam's own: add yours after it (``server.middleware.append``).
@@ -466,16 +497,32 @@ def create_server(
         name: The server name reported at initialization.
         version: The server version reported at initialization.
         instructions: Optional instructions for the client's model.
+        input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
+            client's retry before it is aborted (default 600).
 
     Returns:
         The server; it holds no connection until run.
+
+    Raises:
+        ValueError: ``input_deadline`` is not a positive number of seconds.
     """
     return serve_registry(
-        registry, RunningCalls(), name=name, version=version, instructions=instructions
+        registry,
+        RunningCalls(),
+        name=name,
+        version=version,
+        instructions=instructions,
+        input_deadline=input_deadline,
     )
 
 
-async def serve_stdio(registry: ToolRegistry, *, name: str = "toolseam", version: str = "") -> None:
+async def serve_stdio(
+    registry: ToolRegistry,
+    *,
+    name: str = "toolseam",
+    version: str = "",
+    input_deadline: float = INPUT_DEADLINE,
+) -> None:
     """Serve a registry over MCP on this process's stdin and stdout until stdin closes.
 
     While it serves, the SDK points file descriptors 0 and 1 away from the wire (at the
@@ -487,7 +534,9 @@ async def serve_stdio(registry: ToolRegistry, *, name: str = "toolseam", version
         registry: The registry to serve (see `create_server`).
         name: The server name reported at initialization.
         version: The server version reported at initialization.
+        input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
+            client's retry before it is aborted (see `create_server`).
     """
-    server = create_server(registry, name=name, version=version)
+    server = create_server(registry, name=name, version=version, input_deadline=input_deadline)
     async with _stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

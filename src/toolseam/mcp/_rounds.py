@@ -1,0 +1,552 @@
+"""A body's questions over MCP 2026-07-28: suspended at its question, never run twice.
+
+In the 2026-07-28 revision a server cannot send its client requests during a call. To ask
+(``elicitation/create``, ``sampling/createMessage``, ``roots/list``) it answers the call with
+an ``InputRequiredResult`` carrying the questions and a ``requestState``; the client retries
+the same call with the answers and that state (SEP-2322). The SDK's own servers run the
+handler again on the retry, which would repeat every side effect the body had before its
+question. toolseam does not:
+
+- A ``tools/call`` of a 2026-07-28 client runs its body in a task of the server's lifespan
+  (`RoundsGroup`), not in the request's task. The request waits for the body to return or
+  to ask; when it asks, the request is answered ``InputRequiredResult`` and the body stays
+  suspended at its question (`RoundCall`, *parked*).
+- The retry names the call by its state (``_state``: signed, bound to the call, the round,
+  the tool, its arguments and the caller): its answers resume *that* body, and the request
+  waits again. The call ends in exactly one result, the answer of the last request.
+- A tampered, replayed or foreign state is refused (``-32602``) and neither resumes nor
+  starts a body. A state from another server process (a restart, another worker) is refused
+  too, except for a tool declared ``idempotent=True``: it runs afresh, its questions
+  answered from the retry's answers by key.
+- A parked call whose retry does not come within the deadline (`INPUT_DEADLINE`, or
+  ``create_server(input_deadline=...)``) is aborted through its signal, awaited, and its
+  ``ABORTED`` result published to the registry's observers (nobody is left to answer).
+- While a request serves the call, the SDK cancelling it (the client closed the request's
+  stream) or the client going away aborts the call, as on the handshake revisions.
+- The server's lifespan ending (the connection, or shutdown) aborts every parked call and
+  awaits it.
+- At most `MAX_SUSPENDED` calls of one server wait for a retry at once; beyond, a body's
+  question fails ``CAPABILITY_UNAVAILABLE`` saying so (it is never parked), so clients that
+  never retry cannot pile up suspended bodies without bound.
+
+Questions asked together (a body's task group) go out in one round: once a question is
+asked, the request gives the body's other tasks a few scheduling passes to ask theirs.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import secrets
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from pydantic import BaseModel, ValidationError
+
+from .._capabilities import CAPABILITY_UNAVAILABLE
+from .._definitions import is_idempotent
+from .._errors import ToolError
+from .._registry import ToolRegistry
+from .._results import ToolResult
+from .._signals import AbortController, AbortSignal, in_loop
+from .._views import ToolExecutionInput, ToolHost
+from ._state import Claims, Foreign, StateKey, arguments_digest, refused
+from ._wire import call_tool_result
+
+if TYPE_CHECKING:
+    from ._host import RequestHost
+    from ._server import ClientGone, RunningCalls
+
+__all__ = [
+    "INPUT_DEADLINE",
+    "MAX_SUSPENDED",
+    "Kind",
+    "MakeInput",
+    "RoundCall",
+    "Rounds",
+    "check_deadline",
+]
+
+INPUT_DEADLINE: Final = 600.0
+"""Seconds a suspended call waits for its client's retry before it is aborted (default).
+
+The SDK's own request states live as long (``RequestStateSecurity(ttl=600)``).
+"""
+
+MAX_SUSPENDED: Final = 1024
+"""How many calls of one server may wait for their client's retry at once."""
+
+Kind: TypeAlias = Literal["elicitation", "sampling", "roots"]
+
+MakeInput: TypeAlias = Callable[
+    [ServerRequestContext[Any], types.CallToolRequestParams, AbortSignal, ToolHost],
+    ToolExecutionInput,
+]
+"""How the server makes a call's input (``_server``: the same as for any ``tools/call``)."""
+
+_GROUP_KEY: Final = "toolseam.mcp.rounds"
+_BATCH_PASSES: Final = 8
+_CANCELLED: Final = "the MCP request was cancelled"
+_DISCONNECTED: Final = "the MCP client closed the request's stream"
+_CLOSED: Final = "the MCP server is shutting down"
+_STALE: Final = (
+    "it was already answered, or the call it continues has ended (its deadline passed, or "
+    "the server shut down)"
+)
+
+_ANSWERS: Final[Mapping[Kind, tuple[type[BaseModel], ...]]] = {
+    "elicitation": (types.ElicitResult,),
+    "sampling": (types.CreateMessageResult, types.CreateMessageResultWithTools),
+    "roots": (types.ListRootsResult,),
+}
+
+
+def check_deadline(input_deadline: object) -> float:
+    """``input_deadline`` checked: a positive, finite number of seconds."""
+    if type(input_deadline) in (int, float):
+        seconds = float(cast("float", input_deadline))
+        if 0 < seconds < float("inf"):
+            return seconds
+    raise ValueError(
+        f"`input_deadline` must be a positive number of seconds, got {input_deadline!r}"
+    )
+
+
+def _fit(kind: Kind, response: object) -> BaseModel | None:
+    """The client's answer as the model its question expects, or ``None`` if it is not one."""
+    data: object = (
+        response.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if isinstance(response, BaseModel)
+        else response
+    )
+    for model in _ANSWERS[kind]:
+        try:
+            return model.model_validate(data)
+        except ValidationError:
+            continue
+    return None
+
+
+@final
+class _Question:
+    """One question of a suspended call: answered, or withdrawn (``answer`` stays ``None``)."""
+
+    __slots__ = ("answer", "done", "key", "kind", "refused", "request")
+
+    kind: Kind
+
+    def __init__(self, key: str, kind: Kind, request: types.InputRequest) -> None:
+        self.key = key
+        self.kind = kind
+        self.request = request
+        self.answer: BaseModel | None = None
+        self.refused: str | None = None
+        self.done = anyio.Event()
+
+
+@final
+class RoundsGroup:
+    """The task group of one server lifespan: where the calls of 2026 clients run."""
+
+    __slots__ = ("calls", "closing", "tg")
+
+    def __init__(self, tg: anyio.abc.TaskGroup) -> None:
+        self.tg = tg
+        self.calls: set[RoundCall] = set()
+        self.closing = False
+
+
+@final
+class RoundCall:
+    """One ``tools/call`` of a 2026-07-28 client, across its rounds. Event loop thread only."""
+
+    __slots__ = (
+        "_changed",
+        "_numbers",
+        "arguments",
+        "controller",
+        "group",
+        "host",
+        "key",
+        "parked",
+        "preset",
+        "principal",
+        "questions",
+        "result",
+        "round",
+        "serving",
+        "timer",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        *,
+        tool: str,
+        arguments: str,
+        principal: str | None,
+        preset: Mapping[str, object],
+        group: RoundsGroup,
+    ) -> None:
+        self.key = secrets.token_urlsafe(16)
+        self.tool = tool
+        self.arguments = arguments
+        self.principal = principal
+        self.preset = dict(preset)
+        self.group = group
+        self.controller = AbortController()
+        self.host: RequestHost | None = None
+        self.round = 0
+        self.questions: dict[str, _Question] = {}
+        self.result: ToolResult | None = None
+        self.parked = False
+        self.serving: object | None = None
+        self.timer: anyio.CancelScope | None = None
+        self._changed: anyio.Event | None = None
+        self._numbers = itertools.count(1)
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    async def ask(
+        self, key: str | None, kind: Kind, request: types.InputRequest, signal: AbortSignal
+    ) -> BaseModel | None:
+        """Ask the client (in the next ``InputRequiredResult``); ``None`` once withdrawn."""
+        name = key if key is not None else f"{kind}-{next(self._numbers)}"
+        if name in self.questions:
+            raise ValueError(f"a request keyed {name!r} is already pending in this call")
+        preset = self.preset.pop(name, None)
+        if preset is not None:
+            fitting = _fit(kind, preset)
+            if fitting is not None:  # answered before it was asked (a fresh call with answers)
+                await anyio.lowlevel.checkpoint()
+                return fitting
+        question = _Question(name, kind, request)
+        self.questions[name] = question
+        self._wake()
+        registration = signal.add_listener(in_loop(lambda: self._withdraw(question)))
+        try:
+            await question.done.wait()
+        finally:
+            registration.remove()
+            if self.questions.get(name) is question:
+                del self.questions[name]
+        if question.refused is not None:
+            raise ToolError(question.refused, code=CAPABILITY_UNAVAILABLE)
+        return question.answer
+
+    def refuse(self, questions: list[_Question], why: str) -> None:
+        """End these questions unasked: each ``ask`` raises ``CAPABILITY_UNAVAILABLE``."""
+        for question in questions:
+            if not question.done.is_set():
+                question.refused = why
+                question.done.set()
+        self._wake()
+
+    def _withdraw(self, question: _Question) -> None:
+        if not question.done.is_set():
+            question.done.set()
+            self._wake()
+
+    def withdraw_all(self) -> None:
+        """Withdraw every pending question (the body returned, or the call aborted)."""
+        for question in list(self.questions.values()):
+            self._withdraw(question)
+
+    def answer(self, responses: Mapping[str, object]) -> None:
+        """Answer the pending questions the client answered; unknown keys are ignored.
+
+        An answer that does not fit its question (an elicitation answered as a completion)
+        leaves the question pending: it is asked again, as SEP-2322 recommends for a
+        missing answer.
+        """
+        for name, response in responses.items():
+            question = self.questions.get(name)
+            if question is None or question.done.is_set():
+                continue
+            fitting = _fit(question.kind, response)
+            if fitting is not None:
+                question.answer = fitting
+                question.done.set()
+        self._wake()
+
+    def finish(self, result: ToolResult) -> None:
+        """The registry published the call's result."""
+        self.result = result
+        self._wake()
+
+    def _pending(self) -> list[_Question]:
+        return [question for question in self.questions.values() if not question.done.is_set()]
+
+    async def outcome(self) -> ToolResult | list[_Question]:
+        """Wait for the call's result, or for questions to ask (never once it is aborted)."""
+        batched = False
+        while True:
+            if self.result is not None:
+                return self.result
+            pending = self._pending()
+            if pending and not self.controller.signal.aborted:
+                if batched:
+                    return pending
+                # Questions asked together go out together: let the body's other tasks run.
+                for _ in range(_BATCH_PASSES):
+                    before = len(self.questions)
+                    await anyio.lowlevel.checkpoint()
+                    if len(self.questions) == before:
+                        break
+                batched = True
+                continue
+            batched = False
+            self._changed = changed = anyio.Event()
+            await changed.wait()
+
+
+@final
+class Rounds:
+    """The calls of 2026-07-28 clients of one server, and the key that signs their states."""
+
+    __slots__ = ("_abort", "_calls", "_deadline", "_parked", "_registry", "_running", "key")
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        running: RunningCalls,
+        deadline: float,
+        abort: Callable[[AbortController, str], None],
+    ) -> None:
+        self._registry = registry
+        self._running = running
+        self._deadline = deadline
+        self._abort = abort
+        self._calls: dict[str, RoundCall] = {}
+        self._parked = 0
+        self.key = StateKey()
+
+    def _unpark(self, call: RoundCall) -> None:
+        if call.parked:
+            call.parked = False
+            self._parked -= 1
+
+    @asynccontextmanager
+    async def lifespan(self, server: object) -> AsyncGenerator[dict[str, Any]]:
+        """The server's lifespan: a task group for the calls; at its end, abort and await."""
+        async with anyio.create_task_group() as tg:
+            group = RoundsGroup(tg)
+            try:
+                yield {_GROUP_KEY: group}
+            finally:
+                group.closing = True
+                for call in list(group.calls):
+                    self._abort(call.controller, _CLOSED)
+                for call in [call for call in self._calls.values() if call.group is group]:
+                    self._unpark(call)
+                    self._forget(call)
+                # What is left to wait for: the bodies (shielded, told through their signals)
+                # and the deadlines of parked calls, which end here.
+                tg.cancel_scope.cancel()
+
+    def _forget(self, call: RoundCall) -> None:
+        if self._calls.get(call.key) is call:
+            del self._calls[call.key]
+
+    async def handle(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
+        make_input: MakeInput,
+        gone: ClientGone | None,
+        pre_cancelled: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """Serve one round of a call; ``None`` when this server has no lifespan to run it in."""
+        lifespan: object = ctx.lifespan_context
+        group: object = (
+            cast("Mapping[str, object]", lifespan).get(_GROUP_KEY)
+            if isinstance(lifespan, Mapping)
+            else None
+        )
+        if not isinstance(group, RoundsGroup):
+            return None
+        responses: Mapping[str, object] = params.input_responses or {}
+        digest = arguments_digest(params.arguments or {})
+        principal = self.key.principal()
+        state = params.request_state
+        if state is None:
+            call = self._start(
+                ctx, params, group, digest, principal, responses, make_host, make_input
+            )
+        else:
+            claims = self.key.verify(state)
+            if isinstance(claims, Foreign):
+                definition = self._registry.get(params.name)
+                if definition is None or not is_idempotent(definition):
+                    raise refused(
+                        "it was issued by another server process (this server restarted, or "
+                        f'the retry reached another one), and tool "{params.name}" is not '
+                        "idempotent: its call cannot continue here, and was not run again"
+                    )
+                call = self._start(
+                    ctx, params, group, digest, principal, responses, make_host, make_input
+                )
+            else:
+                call = self._resume(claims, params.name, digest, principal)
+                call.answer(responses)
+        if pre_cancelled:
+            self._abort(call.controller, _CANCELLED)
+        return await self._serve(ctx, call, gone)
+
+    def _start(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        group: RoundsGroup,
+        digest: str,
+        principal: str | None,
+        preset: Mapping[str, object],
+        make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
+        make_input: MakeInput,
+    ) -> RoundCall:
+        call = RoundCall(
+            tool=params.name, arguments=digest, principal=principal, preset=preset, group=group
+        )
+        host = call.host = make_host(ctx, call)
+        execution = make_input(ctx, params, call.controller.signal, host.host)
+        self._calls[call.key] = call
+        group.calls.add(call)
+        self._running.enter(call.controller)  # aborts it at once if the server is closing
+        if group.closing:
+            self._abort(call.controller, _CLOSED)
+        group.tg.start_soon(self._run, call, execution)
+        return call
+
+    def _resume(self, claims: Claims, tool: str, digest: str, principal: str | None) -> RoundCall:
+        same_caller = (claims.principal is None and principal is None) or (
+            claims.principal is not None
+            and principal is not None
+            and hmac.compare_digest(claims.principal, principal)
+        )
+        if (
+            claims.tool != tool
+            or not hmac.compare_digest(claims.arguments, digest)
+            or not same_caller
+        ):
+            raise refused(
+                "it was issued for another tool call (the tool, its arguments or the caller differ)"
+            )
+        call = self._calls.get(claims.call)
+        if call is None or not call.parked or claims.round != call.round:
+            raise refused(_STALE)
+        self._unpark(call)  # claimed: a second retry with the same state is a replay
+        if call.timer is not None:
+            call.timer.cancel()
+            call.timer = None
+        return call
+
+    async def _run(self, call: RoundCall, execution: ToolExecutionInput) -> None:
+        """Run the call to its one result, shielded: it stops through its signal only."""
+        host = call.host
+        assert host is not None
+        result: ToolResult | None = None
+        try:
+            with anyio.CancelScope(shield=True):
+                result = await self._registry.execute(execution)
+                call.withdraw_all()  # asked from a task that outlived the body
+                await host.settle()
+        finally:
+            self._running.leave(call.controller)
+            call.group.calls.discard(call)
+        assert result is not None  # nothing cancels the shielded scope itself
+        call.finish(result)
+        if call.serving is None and not call.parked:
+            self._forget(call)  # its request was cancelled: nobody will ever take the result
+
+    async def _serve(
+        self, ctx: ServerRequestContext[Any], call: RoundCall, gone: ClientGone | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One request's share of a call: until the call's result, or its next questions."""
+        host = call.host
+        assert host is not None
+        host.rebind(ctx)
+        token = object()
+        call.serving = token
+        controller = call.controller
+
+        def client_gone() -> None:
+            if call.serving is token:
+                self._abort(controller, _DISCONNECTED)
+
+        async def abort_when_cancelled() -> None:
+            try:
+                await host.send_notifications()
+            except anyio.get_cancelled_exc_class():
+                if call.serving is token:
+                    self._abort(controller, _CANCELLED)
+                raise
+
+        if gone is not None:
+            gone.on_gone(client_gone)
+        outcome: ToolResult | list[_Question] | None = None
+        try:
+            async with anyio.create_task_group() as watcher:
+                host.starting()
+                watcher.start_soon(abort_when_cancelled)
+                # Not a race: the shield keeps the SDK's cancellation away from the wait; it
+                # reaches the body through its signal (the watcher), and the wait then ends
+                # with the call's result.
+                with anyio.CancelScope(shield=True):
+                    outcome = await call.outcome()
+                    while not isinstance(outcome, ToolResult) and self._parked >= MAX_SUSPENDED:
+                        call.refuse(
+                            outcome,
+                            f"this MCP server already holds {MAX_SUSPENDED} calls waiting for "
+                            "their client's answers",
+                        )
+                        outcome = await call.outcome()
+                if isinstance(outcome, ToolResult):
+                    await host.flush()
+                else:
+                    await host.pause()
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        finally:
+            call.serving = None
+            if call.result is not None:
+                self._forget(call)
+        if isinstance(outcome, ToolResult):
+            return call_tool_result(outcome)
+        assert outcome is not None
+        return self._park(call, outcome)
+
+    def _park(self, call: RoundCall, questions: list[_Question]) -> types.InputRequiredResult:
+        call.round += 1
+        state = self.key.sign(
+            Claims(call.key, call.round, call.tool, call.arguments, call.principal)
+        )
+        call.parked = True
+        self._parked += 1
+        call.timer = timer = anyio.CancelScope()
+        call.group.tg.start_soon(self._expire, call, call.round, timer)
+        return types.InputRequiredResult(
+            input_requests={question.key: question.request for question in questions},
+            request_state=state,
+        )
+
+    async def _expire(self, call: RoundCall, round: int, timer: anyio.CancelScope) -> None:
+        with timer:
+            await anyio.sleep(self._deadline)
+        if not call.parked or call.round != round:
+            return  # the retry came
+        self._unpark(call)
+        self._forget(call)
+        if call.result is None:
+            self._abort(
+                call.controller,
+                f"no retry answered the MCP client's input request within {self._deadline:g} s",
+            )
