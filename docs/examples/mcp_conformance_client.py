@@ -15,6 +15,10 @@ stateless requests),
 `register_mcp_tools` registers the server's tools in a `ToolRegistry`, and every call goes
 through ``registry.execute`` like any other tool's. The server's elicitation requests reach
 the call's ``exec.elicit``: the `ToolHost` below answers them with the form's defaults.
+
+Run without a URL (``python docs/examples/mcp_conformance_client.py``), it starts the
+example server next to it (``mcp_conformance_server.py``) over stdio and calls one of its
+tools at each revision.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
+from mcp import StdioServerParameters
 from mcp.client import Client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -87,8 +93,8 @@ def planned_calls(
     if scenario in LIST_ONLY:
         return []
     listed = [schema.name for schema in registry.schemas()]
-    given = context.get("toolCalls")
-    if isinstance(given, list):
+    given: list[dict[str, Any]] | None = context.get("toolCalls")
+    if given is not None:
         return [(entry["name"], entry.get("arguments", {})) for entry in given]
     if scenario == "json-schema-2020-12-preservation":
         # Send the focal tool's inputSchema back, as the client received it.
@@ -115,5 +121,26 @@ async def main(url: str) -> None:
             await call(registry, name, arguments)
 
 
+async def demo() -> None:
+    example = Path(__file__).with_name("mcp_conformance_server.py")
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolseam.mcp", "serve", f"{example}:registry"]
+    )
+    for mode in ("legacy", "auto"):  # auto: server/discover picks 2026-07-28
+        registry = ToolRegistry()
+        async with Client(server, mode=mode) as client:
+            await register_mcp_tools(registry, client.session)
+            result = await call(registry, "test_simple_text", {})
+            if result.is_error is True:
+                print(client.session.protocol_version, result.error.message)
+            else:
+                print(client.session.protocol_version, result.value)
+    # -> 2025-11-25 This is a simple text response for testing.
+    # -> 2026-07-28 This is a simple text response for testing.
+
+
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[-1])
+    if len(sys.argv) > 1:
+        anyio.run(main, sys.argv[-1])
+    else:
+        anyio.run(demo)

@@ -213,7 +213,16 @@ class RequestHost:
     beside the call, and awaits `settle` then `flush` before it answers.
     """
 
-    __slots__ = ("_asking", "_ctx", "_echo", "_last_progress", "_levels", "_outbox", "_settled")
+    __slots__ = (
+        "_asking",
+        "_ctx",
+        "_echo",
+        "_last_progress",
+        "_levels",
+        "_outbox",
+        "_settled",
+        "missing_capability",
+    )
 
     def __init__(self, ctx: ServerRequestContext[Any]) -> None:
         self._ctx = ctx
@@ -227,6 +236,10 @@ class RequestHost:
         self._last_progress: float | None = None
         self._asking: set[_Asking] = set()
         self._settled = False
+        # What the body asked for that the client did not declare, in its wire form
+        # (``{"sampling": {}}``): on 2026-07-28 the handler answers such a call with
+        # MissingRequiredClientCapabilityError (-32021).
+        self.missing_capability: dict[str, Any] | None = None
 
     @property
     def host(self) -> ToolHost:
@@ -307,10 +320,24 @@ class RequestHost:
     # -- elicitation and sampling -----------------------------------------------------------
 
     def _check_available(self, capability: str) -> None:
-        """Raise ``CAPABILITY_UNAVAILABLE`` saying why, unless the client can be asked."""
+        """Raise ``CAPABILITY_UNAVAILABLE`` saying why, unless the client can be asked.
+
+        A capability the client did not declare is checked first, and remembered
+        (`missing_capability`): on every revision it is the reason the body gets.
+        """
         session = self._ctx.session
+        declared = session.client_capabilities
         why = None
-        if not session.can_send_request:
+        if capability == "elicitation":
+            modes = None if declared is None else declared.elicitation
+            # `elicitation: {}` means form mode (the revisions before URL mode).
+            if modes is None or (modes.form is None and modes.url is not None):
+                why = "the MCP client did not declare the elicitation capability (form mode)"
+                self.missing_capability = {"elicitation": {"form": {}}}
+        elif declared is None or declared.sampling is None:
+            why = "the MCP client did not declare the sampling capability"
+            self.missing_capability = {"sampling": {}}
+        if why is None and not session.can_send_request:
             version = session.protocol_version
             why = (
                 f"the MCP client connected with protocol revision {version}, in which a server "
@@ -318,15 +345,6 @@ class RequestHost:
                 if version in MODERN_PROTOCOL_VERSIONS
                 else "this MCP connection cannot carry requests from the server to the client"
             )
-        else:
-            declared = session.client_capabilities
-            if capability == "elicitation":
-                modes = None if declared is None else declared.elicitation
-                # `elicitation: {}` means form mode (the revisions before URL mode).
-                if modes is None or (modes.form is None and modes.url is not None):
-                    why = "the MCP client did not declare the elicitation capability (form mode)"
-            elif declared is None or declared.sampling is None:
-                why = "the MCP client did not declare the sampling capability"
         if why is not None:
             raise ToolError(why, code=CAPABILITY_UNAVAILABLE)
 

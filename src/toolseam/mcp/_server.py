@@ -35,11 +35,16 @@ from typing import Any, Final, cast, final
 
 import anyio
 import anyio.lowlevel
-from mcp import types
+from mcp import MCPError, types
+from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import __version__
+from .._capabilities import CAPABILITY_UNAVAILABLE
 from .._definitions import ToolSchema
 from .._errors import AbortError, type_name
 from .._registry import ToolRegistry
@@ -111,6 +116,11 @@ class ClientGone:
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
 _EARLY_KEY: Final = "toolseam.mcp.early_cancels"
+
+
+# tools/list on 2026-07-28 carries caching hints (SEP-2549): stale at once, since a tool
+# registered later is listed at the next request, and private, since who may call decides.
+_TOOLS_CACHE_HINT: Final = CacheHint(ttl_ms=0, scope="private")
 
 
 def _tool(schema: ToolSchema) -> types.Tool:
@@ -422,12 +432,35 @@ def serve_registry(
             ctx.request_id, params.name, params.arguments, controller.signal, host.host
         )
         result = await _execute(registry, calls, call, controller, _disconnected(ctx), host)
+        missing = host.missing_capability
+        if (
+            missing is not None
+            and result.is_error is True
+            and result.error.info is not None
+            and result.error.info.code == CAPABILITY_UNAVAILABLE
+            and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):
+            # 2026-07-28: a request that needs a capability the client did not declare is
+            # answered with MissingRequiredClientCapabilityError (HTTP 400), not a result.
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                result.error.message,
+                {"requiredCapabilities": missing},
+            )
         return call_tool_result(result)
+
+    def input_schema(name: str) -> Mapping[str, Any] | None:
+        # For the SDK's check of a 2026-07-28 call's Mcp-Param-* headers (SEP-2243): the
+        # tool's schema straight from the registry, instead of a tools/list per call.
+        definition = registry.get(name)
+        return None if definition is None else definition.parameters
 
     server: Server[Any] = Server(
         name,
-        version=version,
+        version=version or __version__,
         instructions=instructions,
+        cache_hints={"tools/list": _TOOLS_CACHE_HINT},
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
