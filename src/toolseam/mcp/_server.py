@@ -490,6 +490,12 @@ def create_server(
     request is then left unanswered, as MCP prescribes, once the body has settled. A
     request cancelled before its handler ran publishes ``ABORTED_BEFORE_DISPATCH``.
 
+    It speaks MCP 2025-11-25 (the ``initialize`` handshake) and 2026-07-28 (stateless
+    requests), whichever the client asks for. On 2026-07-28, ``tools/list`` carries caching
+    hints (``ttlMs`` 0, ``cacheScope`` private), and a call that ends
+    ``CAPABILITY_UNAVAILABLE`` because its body asked for a capability the client did not
+    declare is answered with ``MissingRequiredClientCapabilityError`` (-32021).
+
     Use `serve_stdio` or `serve_http` to run it; for another transport, run it yourself
     (``server.run(read, write, server.create_initialization_options())``). Its first
     middleware is toolseam's own: add yours after it (``server.middleware.append``).
@@ -497,7 +503,7 @@ def create_server(
     Args:
         registry: The registry to serve.
         name: The server name reported at initialization.
-        version: The server version reported at initialization.
+        version: The server version reported to clients (empty: toolseam's version).
         instructions: Optional instructions for the client's model.
 
     Returns:
@@ -519,7 +525,7 @@ async def serve_stdio(registry: ToolRegistry, *, name: str = "toolseam", version
     Args:
         registry: The registry to serve (see `create_server`).
         name: The server name reported at initialization.
-        version: The server version reported at initialization.
+        version: The server version reported to clients (empty: toolseam's version).
     """
     server = create_server(registry, name=name, version=version)
     async with _stdio_server() as (read_stream, write_stream):
