@@ -264,7 +264,14 @@ async def test_http_2026_checks_mcp_param_headers_against_the_body(
         )
         missing = await _call_2026(http, served.url, "test_custom_header", arguments)
     assert agreed.status_code == 200
-    assert agreed.json()["result"]["content"] == [{"type": "text", "text": "rain in us-west1"}]
+    result = agreed.json()["result"]
+    assert result["content"] == [{"type": "text", "text": "rain in us-west1"}]
+    # 2026-07-28 results say they are final, and who answered.
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == {
+        "name": "toolseam",
+        "version": toolseam.__version__,
+    }
     for refused in (differs, missing):
         assert refused.status_code == 400
         assert refused.json()["error"]["code"] == HEADER_MISMATCH
