@@ -23,6 +23,7 @@ from mcp import MCPError, types
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD, Record, first_error, server_parameters
@@ -498,9 +499,11 @@ async def test_a_client_without_the_capability_is_not_asked() -> None:
     world = World()
     with first_error(), anyio.fail_after(GUARD):
         async with Client(create_server(world.registry), cache=None) as client:
-            result = await client.call_tool("order", {})
-    assert result.is_error
-    assert "did not declare the elicitation capability" in _text(result)
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("order", {})
+    # 2026-07-28 answers such a call with MissingRequiredClientCapabilityError, naming it.
+    assert raised.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert "did not declare the elicitation capability" in raised.value.error.message
     assert world.effects == ["charged"]
 
 

@@ -2,18 +2,25 @@
 
 The suite (npm ``@modelcontextprotocol/conformance``, its ``server`` scenarios) connects
 to a running server over streamable HTTP and calls tools by fixed names, checking what
-comes back. This registry has every tool its scenarios call, with the arguments and
-results they expect; serve it with::
+comes back, at the protocol revision it is told: MCP 2025-11-25 (an ``initialize``
+handshake, then a session) or 2026-07-28 (stateless requests); one server speaks both.
+This registry has every tool its scenarios call, with the arguments and results they
+expect; serve it with::
 
     python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000
-    npx @modelcontextprotocol/conformance@0.1.16 server --url http://127.0.0.1:8000/mcp
+    npx @modelcontextprotocol/conformance@0.2.0-alpha.12 server \\
+        --url http://127.0.0.1:8000/mcp --requirements 2026-07-28
 
 Fifteen tools use what a tool body reaches while it runs: ``exec.progress``, ``exec.log``,
 ``exec.elicit`` (the user), ``exec.sample`` (the client's model) and ``exec.roots``; served
 over MCP, they become progress notifications, log messages, and ``elicitation/create``,
 ``sampling/createMessage`` and ``roots/list`` requests to the client of the call (on
 2026-07-28, the questions of an ``InputRequiredResult``: the ``input-required-result-*``
-scenarios).
+scenarios). On 2026-07-28, a body that asks for a capability the client did not declare
+(``test_missing_capability``) makes the call's answer a
+``MissingRequiredClientCapabilityError``. ``test_custom_header`` declares an
+``x-mcp-header`` argument: a 2026-07-28 client mirrors it into an ``Mcp-Param-Region``
+header, which the server checks against the body.
 
 Run as a program, it calls a few of its tools through an MCP client of its own, which
 answers the server's questions: ``python docs/examples/mcp_conformance_server.py``.
@@ -252,18 +259,32 @@ async def elicitation_enums(args: NoArgs, exec: ToolRunContext) -> str:
     return f"User response: {await exec.elicit('Please pick your options', ENUMS_FORM)}"
 
 
+# The suite's fixture (SEP-1613, SEP-2106): `$schema`, `$defs` with an `$anchor`, a `$ref`,
+# composition and conditional keywords; toolseam lists it as declared, dereferencing nothing.
 ADDRESS_SCHEMA: Final[Mapping[str, JsonValue]] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
         "address": {
+            "$anchor": "addressDef",
             "type": "object",
             "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
     },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
+ADDRESS_FIELDS: Final = frozenset({"name", "address", "contactMethod", "phone", "email"})
 
 
 class JsonSchemaTool:
@@ -281,7 +302,7 @@ class JsonSchemaTool:
     def parse_arguments(self, arguments: JsonValue, /) -> Mapping[str, JsonValue]:
         if arguments is None:
             return {}
-        if not isinstance(arguments, Mapping) or not set(arguments) <= {"name", "address"}:
+        if not isinstance(arguments, Mapping) or not set(arguments) <= ADDRESS_FIELDS:
             raise ToolArgsError(f'invalid arguments for tool "{self.name}": {arguments!r}')
         return arguments
 
@@ -420,6 +441,27 @@ async def irr_capabilities(args: NoArgs, exec: ToolRunContext) -> str:
     return "; ".join(said)
 
 
+class RegionArgs(TypedDict):
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
+    query: str
+
+
+@define_tool(
+    name="test_custom_header",
+    description="Tests an argument mirrored into an Mcp-Param header (SEP-2243)",
+)
+async def custom_header(args: RegionArgs, exec: ToolRunContext) -> str:
+    return f"{args['query']} in {args['region']}"
+
+
+@define_tool(
+    name="test_missing_capability",
+    description="Needs the client's sampling capability (MissingRequiredClientCapabilityError)",
+)
+async def missing_capability(args: NoArgs, exec: ToolRunContext) -> str:
+    return f"LLM response: {await exec.sample('Say hello', max_tokens=10)}"
+
+
 registry = ToolRegistry()
 for tool in (
     simple_text,
@@ -442,6 +484,8 @@ for tool in (
     irr_multi_round,
     irr_tampered_state,
     irr_capabilities,
+    custom_header,
+    missing_capability,
 ):
     registry.register(tool)
 registry.register(JsonSchemaTool())
@@ -486,7 +530,7 @@ async def main() -> None:
     )
     async with client:
         tools = (await client.list_tools()).tools
-        print(len(tools), "tools")  # -> 21 tools
+        print(len(tools), "tools")  # -> 23 tools
         for name in ("test_simple_text", "test_multiple_content_types", "test_error_handling"):
             print(name, describe(await client.call_tool(name, {})))
         # -> test_simple_text ok [text]

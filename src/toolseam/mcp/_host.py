@@ -40,10 +40,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, cast, final
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
@@ -61,6 +62,7 @@ from .._capabilities import (
 )
 from .._errors import ToolError
 from .._json import FrozenDict
+from .._results import ToolFailure, ToolResult
 from .._signals import AbortSignal, in_loop
 from .._views import ToolExecution, ToolHost
 from ._wire import CALL_META_KEY, plain_json
@@ -68,7 +70,13 @@ from ._wire import CALL_META_KEY, plain_json
 if TYPE_CHECKING:
     from ._rounds import Kind, RoundCall
 
-__all__ = ["OUTBOX_LIMIT", "RequestHost", "connection_state", "set_log_level"]
+__all__ = [
+    "OUTBOX_LIMIT",
+    "RequestHost",
+    "connection_state",
+    "missing_capability_error",
+    "set_log_level",
+]
 
 logger = logging.getLogger("toolseam.mcp")
 
@@ -247,6 +255,7 @@ class RequestHost:
         "_outbox",
         "_rounds",
         "_settled",
+        "missing_capability",
     )
 
     def __init__(self, ctx: ServerRequestContext[Any], rounds: RoundCall | None = None) -> None:
@@ -266,6 +275,10 @@ class RequestHost:
         # Which levels this request may carry at all: every level on a handshake-era
         # connection (logging/setLevel narrows them), the _meta opt-in on a 2026 one.
         self._levels = allowed_log_levels(ctx.protocol_version, meta)
+        # What the body asked for that this request's client did not declare, in its wire
+        # form (``{"sampling": {}}``): on 2026-07-28 the call is then answered with
+        # MissingRequiredClientCapabilityError (-32021), see `missing_capability_error`.
+        self.missing_capability: dict[str, Any] | None = None
 
     @property
     def host(self) -> ToolHost:
@@ -353,10 +366,29 @@ class RequestHost:
     # -- elicitation and sampling -----------------------------------------------------------
 
     def _check_available(self, capability: Kind) -> None:
-        """Raise ``CAPABILITY_UNAVAILABLE`` saying why, unless the client can be asked."""
+        """Raise ``CAPABILITY_UNAVAILABLE`` saying why, unless the client can be asked.
+
+        A capability the client did not declare is checked first, and remembered
+        (`missing_capability`): on every revision it is the reason the body gets. (On
+        2026-07-28 the request that serves the call declares them.)
+        """
         session = self._ctx.session
+        declared = session.client_capabilities
         why = None
-        if self._rounds is None and not session.can_send_request:
+        if capability == "elicitation":
+            modes = None if declared is None else declared.elicitation
+            # `elicitation: {}` means form mode (the revisions before URL mode).
+            if modes is None or (modes.form is None and modes.url is not None):
+                why = "the MCP client did not declare the elicitation capability (form mode)"
+                self.missing_capability = {"elicitation": {"form": {}}}
+        elif capability == "sampling":
+            if declared is None or declared.sampling is None:
+                why = "the MCP client did not declare the sampling capability"
+                self.missing_capability = {"sampling": {}}
+        elif declared is None or declared.roots is None:
+            why = "the MCP client did not declare the roots capability"
+            self.missing_capability = {"roots": {}}
+        if why is None and self._rounds is None and not session.can_send_request:
             version = session.protocol_version
             why = (
                 f"the MCP client connected with protocol revision {version}, in which a server "
@@ -364,19 +396,6 @@ class RequestHost:
                 if version in MODERN_PROTOCOL_VERSIONS
                 else "this MCP connection cannot carry requests from the server to the client"
             )
-        else:
-            # On 2026-07-28 the request that serves the call now declares them.
-            declared = session.client_capabilities
-            if capability == "elicitation":
-                modes = None if declared is None else declared.elicitation
-                # `elicitation: {}` means form mode (the revisions before URL mode).
-                if modes is None or (modes.form is None and modes.url is not None):
-                    why = "the MCP client did not declare the elicitation capability (form mode)"
-            elif capability == "sampling":
-                if declared is None or declared.sampling is None:
-                    why = "the MCP client did not declare the sampling capability"
-            elif declared is None or declared.roots is None:
-                why = "the MCP client did not declare the roots capability"
         if why is not None:
             raise ToolError(why, code=CAPABILITY_UNAVAILABLE)
 
@@ -515,3 +534,25 @@ def _first_problem(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+def missing_capability_error(host: RequestHost, result: ToolResult) -> MCPError | None:
+    """The error that answers a 2026-07-28 call its client lacked a capability for, if any.
+
+    A call that ends ``CAPABILITY_UNAVAILABLE`` because its body asked for a capability the
+    request did not declare is answered with MissingRequiredClientCapabilityError (-32021,
+    HTTP 400), naming the capability, instead of a result. The caller checks the revision.
+    """
+    missing = host.missing_capability
+    if (
+        missing is None
+        or not isinstance(result, ToolFailure)
+        or result.error.info is None
+        or result.error.info.code != CAPABILITY_UNAVAILABLE
+    ):
+        return None
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        result.error.message,
+        {"requiredCapabilities": missing},
+    )

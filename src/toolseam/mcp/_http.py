@@ -429,7 +429,7 @@ async def serve_http(
         host: The interface to listen on; loopback by default.
         port: The port to listen on; 0 picks a free one (see ``task_status``).
         name: The server name reported to clients.
-        version: The server version reported to clients.
+        version: The server version reported to clients (empty: toolseam's version).
         handle_signals: Shut down on SIGINT and SIGTERM.
         auth: How clients authenticate (see `HttpAuth`); None: they do not.
         insecure_no_auth: Serve a non-loopback ``host`` without ``auth`` (logs a warning).

@@ -56,6 +56,7 @@ from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal, in_loop
 from .._views import ToolExecutionInput, ToolHost
+from ._host import missing_capability_error
 from ._state import Claims, Foreign, StateKey, arguments_digest, refused
 from ._wire import call_tool_result
 
@@ -520,6 +521,9 @@ class Rounds:
             if call.result is not None:
                 self._forget(call)
         if isinstance(outcome, ToolResult):
+            refusal = missing_capability_error(host, outcome)
+            if refusal is not None:
+                raise refusal
             return call_tool_result(outcome)
         assert outcome is not None
         return self._park(call, outcome)

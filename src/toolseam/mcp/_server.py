@@ -36,18 +36,20 @@ from typing import Any, Final, cast, final
 import anyio
 import anyio.lowlevel
 from mcp import types
+from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import __version__
 from .._definitions import ToolSchema
 from .._errors import AbortError, type_name
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput, ToolHost
-from ._host import RequestHost, connection_state, set_log_level
+from ._host import RequestHost, connection_state, missing_capability_error, set_log_level
 from ._overtaken import EarlyCancels, request_key
 from ._rounds import INPUT_DEADLINE, RoundCall, Rounds, check_deadline
 from ._wire import call_tool_result, plain_json
@@ -113,6 +115,11 @@ class ClientGone:
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
 _EARLY_KEY: Final = "toolseam.mcp.early_cancels"
+
+
+# tools/list on 2026-07-28 carries caching hints (SEP-2549): stale at once, since a tool
+# registered later is listed at the next request, and private, since who may call decides.
+_TOOLS_CACHE_HINT: Final = CacheHint(ttl_ms=0, scope="private")
 
 
 def _tool(schema: ToolSchema) -> types.Tool:
@@ -445,12 +452,24 @@ def serve_registry(
             ctx.request_id, params.name, params.arguments, controller.signal, host.host
         )
         result = await _execute(registry, calls, call, controller, _disconnected(ctx), host)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            refusal = missing_capability_error(host, result)
+            if refusal is not None:
+                raise refusal
         return call_tool_result(result)
+
+    def input_schema(name: str) -> Mapping[str, Any] | None:
+        # For the SDK's check of a 2026-07-28 call's Mcp-Param-* headers (SEP-2243): the
+        # tool's schema straight from the registry, instead of a tools/list per call.
+        definition = registry.get(name)
+        return None if definition is None else definition.parameters
 
     server: Server[Any] = Server(
         name,
-        version=version,
+        version=version or __version__,
         instructions=instructions,
+        cache_hints={"tools/list": _TOOLS_CACHE_HINT},
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         lifespan=rounds.lifespan,
@@ -482,6 +501,12 @@ def create_server(
     request is then left unanswered, as MCP prescribes, once the body has settled. A
     request cancelled before its handler ran publishes ``ABORTED_BEFORE_DISPATCH``.
 
+    It speaks MCP 2025-11-25 (the ``initialize`` handshake) and 2026-07-28 (stateless
+    requests), whichever the client asks for. On 2026-07-28, ``tools/list`` carries caching
+    hints (``ttlMs`` 0, ``cacheScope`` private), and a call that ends
+    ``CAPABILITY_UNAVAILABLE`` because its body asked for a capability the client did not
+    declare is answered with ``MissingRequiredClientCapabilityError`` (-32021).
+
     A body's ``exec.elicit``/``exec.sample``/``exec.roots`` reach the client of the call: on
     MCP 2025-11-25 as requests during the call, on 2026-07-28 as the questions of an
     ``InputRequiredResult``, the body suspended at its question until the client's retry
@@ -495,7 +520,7 @@ def create_server(
     Args:
         registry: The registry to serve.
         name: The server name reported at initialization.
-        version: The server version reported at initialization.
+        version: The server version reported to clients (empty: toolseam's version).
         instructions: Optional instructions for the client's model.
         input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
             client's retry before it is aborted (default 600).
@@ -533,7 +558,7 @@ async def serve_stdio(
     Args:
         registry: The registry to serve (see `create_server`).
         name: The server name reported at initialization.
-        version: The server version reported at initialization.
+        version: The server version reported to clients (empty: toolseam's version).
         input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
             client's retry before it is aborted (see `create_server`).
     """
