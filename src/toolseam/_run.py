@@ -29,7 +29,8 @@ from ._capabilities import (
 from ._delivery import Delivery
 from ._errors import AbortError
 from ._json import JsonValue, MaterializationError, materialize
-from ._results import ContentBlock, ToolFailure, ToolResult, aborted_result, failure_from_exception
+from ._outcomes import body_raised
+from ._results import ContentBlock, ToolFailure, ToolResult
 from ._signals import AbortSignal, FusedSignal, fuse_owned
 from ._timeouts import Deadline, Elsewhere
 from ._views import ExecutionToken
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["CallState", "DispatchView", "_body_failure", "_is_abort_reason"]
+__all__ = ["CallState", "DispatchView", "_body_failure", "_is_abort_reason", "_told_to_stop"]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
 
@@ -137,6 +138,26 @@ class CallState:
         self._final = False
         self._denied = False
         self._result = None
+
+    # -- "body invoked" (contract §5.6): written here only, by the two transitions below --
+
+    def _invoke(self, handed: AbortSignal) -> None:
+        """The body is called next: it runs, ``handed`` fused into its signal when read.
+
+        "Body invoked" is recorded immediately before the body call (argument validation is
+        part of the body call); both engines call this, and nothing else sets it.
+        """
+        self._pending = handed
+        self._in_body = True
+        self._body_invoked = True
+
+    def _never_started(self) -> None:
+        """A synchronous body's thread job was withdrawn before a thread ran the function.
+
+        The function never ran, so the body was not invoked after all (contract §5.6): the
+        call ends ``ABORTED_BEFORE_DISPATCH``. Only `toolseam._threads` knows this.
+        """
+        self._body_invoked = False
 
     def _body_signal(self) -> AbortSignal:
         """The body's signal, fused from its sources now if nobody has read it yet.
@@ -461,21 +482,30 @@ def _is_abort_reason(run: CallState, error: BaseException) -> bool:
     return host is not None and error is host._reason
 
 
+def _told_to_stop(run: CallState, error: BaseException) -> bool:
+    """`_is_abort_reason`; a shared reason it recognises is let go of its traceback.
+
+    One reason raised by many bodies or stages must not keep their frames alive.
+    BaseException's own method: a reason's override (or ``__traceback__`` setter) may raise,
+    and the call would end in that error instead of ``ABORTED``.
+    """
+    if not _is_abort_reason(run, error):
+        return False
+    host = run._host
+    if error is run._caller_signal._reason or (host is not None and error is host._reason):
+        BaseException.with_traceback(error, None)
+    return True
+
+
 def _body_failure(run: CallState, error: BaseException) -> ToolFailure:
-    """The body's exception as its outcome: cancellation when it was told to stop."""
-    if not run._body_invoked and issubclass(type(error), AbortError):
-        # A sync body's job withdrawn before a thread started it, whichever signal aborted
-        # (the caller's, a wrapper's): the function never ran (contract §5.6).
-        return aborted_result(body_invoked=False)
-    if _is_abort_reason(run, error):
-        host = run._host
-        if error is run._caller_signal._reason or (host is not None and error is host._reason):
-            # One shared reason raised by many bodies must not keep their frames alive.
-            # BaseException's own method: a reason's override (or __traceback__ setter) may
-            # raise, and the call would end in that error instead of ABORTED.
-            BaseException.with_traceback(error, None)
-        return aborted_result(body_invoked=run._body_invoked)
-    return failure_from_exception(error)
+    """The body's exception as its outcome (`_outcomes.body_raised`).
+
+    A sync body's job withdrawn before a thread started it (an `AbortError` while the body
+    is not invoked, whichever signal aborted) never ran (contract §5.6).
+    """
+    return body_raised(
+        error, body_invoked=run._body_invoked, told_to_stop=_told_to_stop(run, error)
+    )
 
 
 _FIELDS = (

@@ -385,9 +385,9 @@ class ReferenceRegistry:
         deadline = None
         if self._timeouts and definition.timeout is not None:
             deadline = run._deadline = Deadline(definition.timeout, call.caller, handed)
-        run._pending = handed  # the body's signal: fuse(caller, host, handed), when read
-        run._in_body = True
-        run._body_invoked = True  # immediately before the body call (contract §5.6)
+        # The body's signal: fuse(caller, host, handed), when read; "body invoked" is
+        # recorded immediately before the body call (contract §5.6).
+        run._invoke(handed)
         try:
             # A define_tool `def` body runs in a worker thread (toolseam._threads) and is
             # awaited until the thread returns; it is told through this same signal: the
