@@ -1,10 +1,11 @@
-"""Shared test helpers: a registry whose every stage records itself."""
+"""Shared test helpers: a registry whose every stage records itself; stage-boundary checks."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from typing_extensions import TypedDict
 
@@ -20,6 +21,7 @@ from toolseam import (
     _json,
     define_tool,
 )
+from toolseam._run import Boundary, CallState, _check_invariants
 
 # The two ways a snapshot of a large argument is taken: the C pass (toolseam._speedups, where
 # the build has it) and the Python walks (a build without a C compiler).
@@ -104,3 +106,78 @@ def code_of(result: ToolResult) -> str | None:
 
 
 Hook = Callable[[], None]
+
+
+# The stages `ToolRegistry.execute` and the batch drive, each with the boundary it starts
+# from and the one it ends at (the table of `CallState`).
+_STAGES: tuple[tuple[str, Boundary, Boundary], ...] = (
+    ("_stage_before", "started", "before dispatch"),
+    ("_stage_dispatch", "before dispatch", "dispatched"),
+    ("_stage_after", "dispatched", "post-executed"),
+)
+
+
+@contextlib.contextmanager
+def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Boundary]]:
+    """Assert `CallState`'s invariants at every stage boundary of every `ToolRegistry` call.
+
+    Patches the class's stages for the duration: each is checked on entry and once it has
+    completed (not when it raised: an interrupted stage publishes, which is checked), and so
+    is every run `_start` and `_skip_run` make, and every run `_publish` publishes. Yields the
+    boundaries checked, so that a test can see the checks ran.
+    """
+    checked: list[Boundary] = []
+
+    def check(run: CallState, boundary: Boundary) -> None:
+        _check_invariants(run, boundary, wrapper_results=wrapper_results)
+        checked.append(boundary)
+
+    def stage(name: str, entry: Boundary, exit: Boundary) -> Callable[..., Any]:
+        original = getattr(ToolRegistry, name)
+
+        def checked_stage(self: ToolRegistry, run: CallState, *args: Any, **kwargs: Any) -> Any:
+            check(run, entry)
+            step: Awaitable[object] | None = original(self, run, *args, **kwargs)
+            if step is None:
+                check(run, exit)
+                return None
+
+            async def awaited() -> None:
+                await step
+                check(run, exit)
+
+            return awaited()
+
+        return checked_stage
+
+    def made(name: str) -> Callable[..., Any]:
+        original = getattr(ToolRegistry, name)
+
+        def checked_start(self: ToolRegistry, *args: Any, **kwargs: Any) -> CallState:
+            run: CallState = original(self, *args, **kwargs)
+            check(run, "started")
+            return run
+
+        return checked_start
+
+    original_publish = ToolRegistry._publish  # pyright: ignore[reportPrivateUsage]
+
+    def checked_publish(self: ToolRegistry, run: CallState) -> ToolResult:
+        check(run, "published")
+        try:
+            return original_publish(self, run)
+        finally:
+            check(run, "published")
+
+    patches: dict[str, Any] = {name: stage(name, entry, exit) for name, entry, exit in _STAGES}
+    patches["_start"] = made("_start")
+    patches["_skip_run"] = made("_skip_run")
+    patches["_publish"] = checked_publish
+    saved = {name: ToolRegistry.__dict__[name] for name in patches}
+    try:
+        for name, patched in patches.items():
+            setattr(ToolRegistry, name, patched)
+        yield checked
+    finally:
+        for name, original in saved.items():
+            setattr(ToolRegistry, name, original)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast, final, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, final, get_args, overload
 
 from ._capabilities import (
     Elicited,
@@ -27,7 +27,7 @@ from ._capabilities import (
     unavailable,
 )
 from ._delivery import Delivery
-from ._errors import AbortError
+from ._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, AbortError
 from ._json import JsonValue, MaterializationError, materialize
 from ._outcomes import body_raised
 from ._results import ContentBlock, ToolFailure, ToolResult
@@ -58,7 +58,33 @@ _new_token = object.__new__  # ExecutionToken without its guarding __init__
 
 @final
 class CallState:
-    """One execution's state. Only the registry creates and mutates it."""
+    """One execution's state. Only the registry creates and mutates it.
+
+    The legal states of a call, at each boundary between the stages the registry drives
+    (`_check_invariants` asserts them; the schedule search and the differential tests call
+    it at every boundary). Between stages, always: the body is not running (``_in_body``
+    false, nothing ``_pending``), ``_signal`` is the caller's again, a ``_final`` call has
+    its ``_result``, and a ``_denied`` call has a failure and never invoked its body.
+
+    ===============  ============================  ===========  ===========  ==============
+    boundary         ``_result``                   ``_final``   ``_denied``  body invoked
+    ===============  ============================  ===========  ===========  ==============
+    started          ``None``, or settled at entry iff result   no           no
+    before dispatch  ``None`` (dispatch next), a   may be       with a       no
+                     denial, a cancellation, or    (a stage     denial
+                     a stage's failure             failed)
+    dispatched       set                           may be       may be       may be
+    post-executed    set                           may be       may be       may be
+    published        set                           may be       may be       may be
+    ===============  ============================  ===========  ===========  ==============
+
+    And the classification (contract §5): a cancellation result the registry made says
+    ``ABORTED`` only if the body was invoked, ``ABORTED_BEFORE_DISPATCH`` only if it was
+    not — unless an around-dispatch wrapper returned a cancellation result of its own
+    making, which is the wrapper's result like any other. "Body invoked" has one writer,
+    this class: `_invoke` right before the body call, `_never_started` for a synchronous
+    body whose thread job was withdrawn before it started.
+    """
 
     __slots__ = (
         "_agent",
@@ -506,6 +532,49 @@ def _body_failure(run: CallState, error: BaseException) -> ToolFailure:
     return body_raised(
         error, body_invoked=run._body_invoked, told_to_stop=_told_to_stop(run, error)
     )
+
+
+Boundary = Literal["started", "before dispatch", "dispatched", "post-executed", "published"]
+_BOUNDARIES: tuple[Boundary, ...] = get_args(Boundary)
+
+
+def _check_invariants(run: CallState, boundary: Boundary, *, wrapper_results: bool = False) -> None:
+    """Assert that ``run`` is in a legal state at ``boundary`` (the table of `CallState`).
+
+    For tests only: the engine never calls it. ``wrapper_results``: a wrapper may have
+    returned a cancellation result of its own making, so the classification is not checked.
+
+    Raises:
+        AssertionError: naming the broken invariant and the flags.
+    """
+    stage = _BOUNDARIES.index(boundary)
+    result = run._result
+    flags = (
+        f"at {boundary}: result={result!r} final={run._final} denied={run._denied} "
+        f"body_invoked={run._body_invoked} in_body={run._in_body} pending={run._pending!r}"
+    )
+    if run._in_body or run._pending is not None:
+        raise AssertionError(f"the body runs between stages {flags}")
+    if run._signal is not run._caller_signal:
+        raise AssertionError(f"exec.signal is not the caller's between stages {flags}")
+    if run._final and result is None:
+        raise AssertionError(f"final without a result {flags}")
+    if run._denied and (type(result) is not ToolFailure or run._body_invoked):
+        raise AssertionError(f"a denial that is not a failure, or invoked its body {flags}")
+    if stage <= 1 and run._body_invoked:
+        raise AssertionError(f"the body was invoked before dispatch {flags}")
+    if stage == 0 and (result is None) == run._final:
+        raise AssertionError(f"a call settled at entry is final, and only it {flags}")
+    if stage == 1 and result is None and (run._final or run._denied):
+        raise AssertionError(f"final or denied without a result {flags}")
+    if stage >= 2 and result is None:
+        raise AssertionError(f"no result after dispatch {flags}")
+    if type(result) is ToolFailure and not wrapper_results:
+        code = result.code
+        if code == TOOL_ABORTED and not run._body_invoked:
+            raise AssertionError(f"ABORTED although the body was not invoked {flags}")
+        if code == TOOL_ABORTED_BEFORE_DISPATCH and run._body_invoked:
+            raise AssertionError(f"ABORTED_BEFORE_DISPATCH although the body was invoked {flags}")
 
 
 _FIELDS = (
