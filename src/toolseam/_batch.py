@@ -152,8 +152,10 @@ async def run_tool_calls(
             if mode[0] == "exclusive":
                 run = registry._start(inputs[index], mode[1])
                 try:
-                    # ≡ `registry.execute(inputs[index])` up to its publish, with the snapshot
-                    # `_mode` took (parsed once); pinned by benchmarks/bench_batch.py.
+                    # ≡ `registry.execute(inputs[index])` (`ReferenceRegistry.execute`) up to its
+                    # publish, with the snapshot `_mode` took (parsed once); pinned by
+                    # tests/test_reference_differential.py::test_a_one_call_batch_matches_execute
+                    # and ::test_generated_batches_match; its speed by benchmarks/bench_batch.py.
                     for stage in (
                         registry._stage_before,
                         registry._stage_dispatch,

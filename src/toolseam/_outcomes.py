@@ -11,7 +11,7 @@ and calls, at each decision point: `classify` wherever it makes a cancellation r
 (`_start`, `_skip_run`, `_stage_before`, `_before_dispatch`, `_ask`, `_enter_body`,
 `_host_cancelled_body`); `denied` for a denial; `approval_outcome` and `no_approval_service`
 in `ToolRegistry._ask`; `apply_post` in `ToolRegistry._apply_post` (which keeps a plain
-`Accept()` inline: see its "≡" comment); `after_abort` through `_registry._after_abort`;
+`Accept()` inline: see its fast-path comment); `after_abort` through `_registry._after_abort`;
 `stage_raised` through `_registry._stage_raised`; `body_raised` through `_run._body_failure`;
 `interrupted` in `ToolRegistry._settle_interrupted`. None of these is on the path of a call
 that neither aborts nor has a post-execute listener. The batch (`_batch`, `_sequencer`)

@@ -313,9 +313,10 @@ class ToolRegistry:
             if definition is None:
                 return "exclusive", None
             if type(definition) is DefinedTool:
-                # Fast path ≡ the else branch, for define_tool's own definitions (no option:
-                # no parse; _parse reuses the snapshot's UTF-8 flag); pinned by
-                # benchmarks/bench_batch.py.
+                # Fast path ≡ the else branch, i.e. `ReferenceRegistry.execution_mode`, for
+                # define_tool's own definitions (no option: no parse; _parse reuses the snapshot's
+                # UTF-8 flag); pinned by tests/test_reference_differential.py::
+                # test_execution_mode_matches; its speed by benchmarks/bench_batch.py.
                 if definition._is_concurrency_safe is None:
                     return "exclusive", None  # nothing to ask: skip parsing the arguments
                 snapshot = materialize_arguments(input.arguments)
@@ -442,8 +443,10 @@ class ToolRegistry:
         if self._pre.items or self._guards.items:
             return self._before_dispatch(run)
         if run._caller_signal._aborted:
-            # Fast path ≡ `_before_dispatch` with no listener (its last check, contract §5.4),
-            # without its coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
+            # Fast path ≡ `ReferenceRegistry._before_dispatch` with no listener (its last check,
+            # contract §5.4), without a coroutine; pinned by tests/test_reference_differential.py::
+            # test_an_abort_between_the_start_and_before_dispatch_matches; its speed by
+            # benchmarks/bench_overhead.py "define_tool".
             run._result = classify(body_invoked=False)
         return None
 
@@ -459,14 +462,18 @@ class ToolRegistry:
             and self._timeouts
         ):
             return self._dispatch(run)
-        # A timeout policy over this registry as the only wrapper is innermost, where it
-        # does what the built-in timeout does (see policies.timeout_policy): `_enter_body`
-        # arms the same deadline. Fast path ≡ `_dispatch` with that one wrapper; pinned by
+        # A timeout policy over this registry as the only wrapper is innermost, where it does what
+        # the built-in timeout does (see policies.timeout_policy): `_enter_body` arms the same
+        # deadline. Fast path ≡ `_dispatch` with that one wrapper, i.e. the built-in deadline of
+        # `ReferenceRegistry._invoke_body`; pinned by tests/test_reference_differential.py::
+        # test_a_sole_timeout_policy_matches_the_built_in_deadline; its speed by
         # benchmarks/bench_targets.py "timeout_policy registered".
         if self._hooks:  # tracing hook
             return self._invoke_hooked(run, True)
-        # Fast path ≡ `_dispatch` with an empty chain: the body's dispatch is the whole stage
-        # (`stage=True`), one coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ `ReferenceRegistry._dispatch` with an empty chain: the body's dispatch is the
+        # whole stage (`stage=True`), one coroutine; pinned by
+        # tests/test_reference_differential.py::test_fast_paths_match ("no around-dispatch
+        # wrapper"); its speed by benchmarks/bench_overhead.py "define_tool".
         return self._invoke_body(run, True)
 
     def _stage_after(self, run: CallState, *, checkpoint: bool = True) -> Awaitable[object] | None:
@@ -480,8 +487,10 @@ class ToolRegistry:
             return self._guarded(run, anyio.lowlevel.checkpoint()) if checkpoint else None
         if self._post.items:
             return self._after_dispatch(run)
-        # Fast path ≡ `_after_dispatch` with no listener: only `_after_abort`, called only when
-        # the caller aborted; pinned by benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ `ReferenceRegistry._after_dispatch` with no listener: only
+        # `_outcomes.after_abort`, called only when the caller aborted; pinned by
+        # tests/test_reference_differential.py::test_fast_paths_match ("no post-execute listener");
+        # its speed by benchmarks/bench_overhead.py "define_tool".
         result = run._result
         if result is not None and run._caller_signal._aborted:
             run._result = _after_abort(run, result)
@@ -538,8 +547,10 @@ class ToolRegistry:
         if definition is None:
             finalizer = None
         elif type(definition) is DefinedTool:
-            # Fast path ≡ `definition.finalize_content`, but None without the option: nothing
-            # to call at publish; pinned by benchmarks/bench_overhead.py "define_tool".
+            # Fast path ≡ `definition.finalize_content` (`ReferenceRegistry._start`), but None
+            # without the option: nothing to call at publish; pinned by
+            # tests/test_reference_differential.py::test_fast_paths_match (its "plain" tool has no
+            # option); its speed by benchmarks/bench_overhead.py "define_tool".
             finalizer = definition._finalize
         else:
             finalizer = definition.finalize_content
@@ -590,7 +601,8 @@ class ToolRegistry:
         root_call_id = input.root_call_id
         problem: str | None = None
         if type(call_id) is str and type(name) is str and type(root_call_id) in _ROOT_TYPES:
-            # Fast path ≡ `_text_fields` for exact strings; pinned by
+            # Fast path ≡ `_text_fields` (`reference._text`) for exact strings; pinned by
+            # tests/test_reference_differential.py::test_hostile_input_fields_match; its speed by
             # benchmarks/bench_overhead.py "define_tool".
             root_call_id = root_call_id or call_id
         else:
@@ -772,10 +784,11 @@ class ToolRegistry:
             else:
                 try:
                     if type(definition) is DefinedTool:
-                        # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag,
-                        # and validating the private plain copy if there is one (the same
-                        # outcome: see CallState.arguments); pinned by bench_overhead.py
-                        # "define_tool" and bench_shapes.py.
+                        # Fast path ≡ `parse_arguments` (`ReferenceRegistry._invoke_body`), reusing
+                        # the snapshot's UTF-8 flag, and validating the private plain copy if there
+                        # is one (the same outcome: see CallState.arguments); pinned by
+                        # tests/test_reference_differential.py::test_arguments_are_validated_alike;
+                        # its speed by bench_overhead.py "define_tool" and bench_shapes.py.
                         args = definition._parse(run._arguments, run._utf8)
                     else:
                         args = definition.parse_arguments(run.arguments)
@@ -891,8 +904,10 @@ class ToolRegistry:
         if type(decision) is Accept:
             accept: Accept = decision
             if accept.content is None and not accept.additional_contexts:
-                # Fast path ≡ `_outcomes.apply_post` with a plain `Accept()` (the result as it
-                # is), without its call; pinned by benchmarks/bench_overhead.py "define_tool+4".
+                # Fast path ≡ `_outcomes.apply_post` with a plain `Accept()` (the result as it is),
+                # without its call; pinned by tests/test_outcomes.py::test_post_execute_decisions
+                # and tests/test_reference_differential.py::test_an_event_at_every_stage_matches;
+                # its speed by benchmarks/bench_overhead.py "define_tool+4".
                 return result
         elif denied and type(decision) is ReplaceValue:
             # contract §5: nothing after a denial can turn it back into permission.
@@ -1017,16 +1032,19 @@ def _body_success(
     """The body's output, validated, frozen and rendered (contract §6)."""
     raw = definition.serialize_output(output)
     try:
-        # Fast path ≡ `materialize(raw)`, which returns an exact str as it is; pinned by
-        # benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ `materialize(raw)` (`reference._body_success`), which returns an exact str as
+        # it is; pinned by tests/test_reference_differential.py::test_fast_paths_match (its "plain"
+        # tool returns a str); its speed by benchmarks/bench_overhead.py "define_tool".
         value = raw if type(raw) is str else materialize(raw)
     except MaterializationError as error:
         raise ToolOutputError(
             f'tool "{run._name}" returned output that is not losslessly JSON-serializable ({error})'
         ) from None
     if type(definition) is DefinedTool and definition._render is None:
-        # Fast path ≡ the line below (its render is `render_value`), built in one go; pinned
-        # by benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ the line below (its render is `render_value`), i.e. `reference._body_success`,
+        # built in one go; pinned by tests/test_reference_differential.py::
+        # test_an_event_at_every_stage_matches; its speed by benchmarks/bench_overhead.py
+        # "define_tool".
         return rendered_success(value)
     return materialized_success(value, definition.render(args, value))
 

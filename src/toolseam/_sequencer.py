@@ -92,7 +92,10 @@ class _Group:
     asyncio's `asyncio.TaskGroup` or a trio nursery: structured like anyio's, so a host
     cancellation of the calling task is delivered to every task of the group, which waits for
     all of them, as a task group does; nothing here cancels anything of its own accord.
-    ≡ ``anyio.create_task_group()``; pinned by benchmarks/bench_targets.py (batch, trio).
+    ≡ ``anyio.create_task_group()``, the reference batch's (`reference.run_tool_calls`); pinned
+    by tests/test_reference_differential.py::test_generated_batches_match and
+    ::test_batches_with_an_event_in_any_body_keep_the_contract (host cancellation in any
+    body); its speed by benchmarks/bench_targets.py (batch, trio).
     """
 
     __slots__ = ("_manager", "spawn", "yield_first")
@@ -285,8 +288,12 @@ class _Sequencer:
                     # inherit that (tracing: no call becomes another's parent).
                     between = copy_context()
                     try:
-                        # ≡ `await dispatch` in this task, stepped by hand to see whether the
-                        # body blocks (then `_resume` is the rest of that await); pinned by
+                        # ≡ `await dispatch` in this task (`reference._dispatch_and_post`), stepped
+                        # by hand to see whether the body blocks (then `_resume` is the rest of that
+                        # await); pinned by tests/test_reference_differential.py::
+                        # test_a_one_call_batch_matches_execute ("parallel batch") and
+                        # tests/test_perf_engine.py::TestBatchPool::
+                        # test_a_blocking_body_resumes_in_the_task_it_started_in; its speed by
                         # benchmarks/bench_batch.py.
                         yielded = dispatch.send(None)
                     except StopIteration:
