@@ -170,15 +170,26 @@ def apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolRes
     )
 
 
-def is_abort(error: BaseException, *, caller_reason: object, caller_aborted: bool) -> bool:
+def is_abort(
+    error: BaseException,
+    *,
+    caller_reason: object,
+    caller_aborted: bool,
+    host_reason: object = None,
+) -> bool:
     """Whether ``error`` is a stage or body stopping because the caller asked (contract §5).
 
-    Only once the caller's signal has aborted: an `AbortError`, or the caller's very reason.
+    Only once the caller's signal has aborted: an `AbortError`, the caller's very reason, or
+    ``host_reason`` (the reason of the body's own signal, when the registry aborted it).
     Only ``type(error)`` is trusted (``isinstance`` consults a hostile ``__class__``).
     """
     if not caller_aborted:
         return False
-    return issubclass(type(error), AbortError) or error is caller_reason
+    return (
+        issubclass(type(error), AbortError)
+        or error is caller_reason
+        or (host_reason is not None and error is host_reason)
+    )
 
 
 def body_raised(error: BaseException, *, body_invoked: bool, told_to_stop: bool) -> ToolFailure:

@@ -27,9 +27,9 @@ from ._capabilities import (
     unavailable,
 )
 from ._delivery import Delivery
-from ._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, AbortError
+from ._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH
 from ._json import JsonValue, MaterializationError, materialize
-from ._outcomes import body_raised
+from ._outcomes import body_raised, is_abort
 from ._results import ContentBlock, ToolFailure, ToolResult
 from ._signals import AbortSignal, FusedSignal, fuse_owned
 from ._timeouts import Deadline, Elsewhere
@@ -494,18 +494,21 @@ class DispatchView:
 
 
 def _is_abort_reason(run: CallState, error: BaseException) -> bool:
-    """Whether ``error`` is the body stopping because it was told to (the caller aborted).
+    """`_outcomes.is_abort` for ``run``: ``error`` is it stopping because it was told to.
 
-    Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
-    exception can make raise.
+    For the body and for every stage: the caller aborted, and ``error`` is an `AbortError`,
+    the caller's reason or the reason of the body's own signal.
     """
     caller = run._caller_signal
-    if not caller._aborted:
+    if not caller._aborted:  # the common case, without a call
         return False
-    if issubclass(type(error), AbortError) or error is caller._reason:
-        return True
     host = run._host
-    return host is not None and error is host._reason
+    return is_abort(
+        error,
+        caller_reason=caller._reason,
+        caller_aborted=True,
+        host_reason=None if host is None else host._reason,
+    )
 
 
 def _told_to_stop(run: CallState, error: BaseException) -> bool:

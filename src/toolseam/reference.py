@@ -82,11 +82,13 @@ class _Call:
 
     def told_to_stop(self, error: BaseException) -> bool:
         """Whether ``error`` is the caller's abort (or the body signal's host abort)."""
-        caller = self.caller
-        if rules.is_abort(error, caller_reason=caller.reason, caller_aborted=caller.aborted):
-            return True
-        host = self.run._host
-        return caller.aborted and host is not None and error is host.reason
+        caller, host = self.caller, self.run._host
+        return rules.is_abort(
+            error,
+            caller_reason=caller.reason,
+            caller_aborted=caller.aborted,
+            host_reason=_reason(host),
+        )
 
 
 @final
