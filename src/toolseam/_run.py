@@ -42,7 +42,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["CallState", "DispatchView", "_body_failure", "_is_abort_reason", "_told_to_stop"]
+__all__ = [
+    "Boundary",
+    "CallState",
+    "DispatchView",
+    "_body_failure",
+    "_check_invariants",
+    "_is_abort_reason",
+    "_told_to_stop",
+]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
 
