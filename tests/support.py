@@ -22,6 +22,7 @@ from toolseam import (
     define_tool,
 )
 from toolseam._run import Boundary, CallState, _check_invariants
+from toolseam.reference import ReferenceRegistry
 
 # The two ways a snapshot of a large argument is taken: the C pass (toolseam._speedups, where
 # the build has it) and the Python walks (a build without a C compiler).
@@ -119,12 +120,13 @@ _STAGES: tuple[tuple[str, Boundary, Boundary], ...] = (
 
 @contextlib.contextmanager
 def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Boundary]]:
-    """Assert `CallState`'s invariants at every stage boundary of every `ToolRegistry` call.
+    """Assert `CallState`'s invariants at every stage boundary of every call of either engine.
 
-    Patches the class's stages for the duration: each is checked on entry and once it has
-    completed (not when it raised: an interrupted stage publishes, which is checked), and so
-    is every run `_start` and `_skip_run` make, and every run `_publish` publishes. Yields the
-    boundaries checked, so that a test can see the checks ran.
+    Patches the stages of `ToolRegistry` and of the reference's `ReferenceRegistry` for the
+    duration: each is checked on entry and once it has completed (not when it raised: an
+    interrupted stage publishes, which is checked), and so is every run the engines start
+    (`_start`, `_skip_run`) and every run they publish. Yields the boundaries checked, so
+    that a test can see the checks ran.
     """
     checked: list[Boundary] = []
 
@@ -173,11 +175,64 @@ def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Bounda
     patches["_start"] = made("_start")
     patches["_skip_run"] = made("_skip_run")
     patches["_publish"] = checked_publish
-    saved = {name: ToolRegistry.__dict__[name] for name in patches}
+
+    # The reference keeps a call's result, finality and denial on its own `_Call`: checked
+    # as the run would hold them.
+    def check_call(call: Any, boundary: Boundary) -> None:
+        run: CallState = call.run
+        saved = (run._result, run._final, run._denied)
+        run._result, run._final, run._denied = call.result, call.final, call.denied
+        try:
+            check(run, boundary)
+        finally:
+            run._result, run._final, run._denied = saved
+
+    reference_stages: dict[str, tuple[Boundary, Boundary]] = {
+        "_before_dispatch": ("started", "before dispatch"),
+        "_dispatch": ("before dispatch", "dispatched"),
+        "_after_dispatch": ("dispatched", "post-executed"),
+        "_checkpoint": ("dispatched", "post-executed"),  # a call settled early: a checkpoint
+    }
+    original_stage = ReferenceRegistry._stage  # pyright: ignore[reportPrivateUsage]
+    original_start = ReferenceRegistry._start  # pyright: ignore[reportPrivateUsage]
+    original_ref_publish = ReferenceRegistry._publish  # pyright: ignore[reportPrivateUsage]
+
+    async def checked_ref_stage(self: ReferenceRegistry, call: Any, stage: Any) -> None:
+        entry, exit = reference_stages[stage.__name__]
+        check_call(call, entry)
+        await original_stage(self, call, stage)
+        check_call(call, exit)
+
+    def checked_ref_start(self: ReferenceRegistry, *args: Any, **kwargs: Any) -> Any:
+        call = original_start(self, *args, **kwargs)
+        check_call(call, "started")
+        return call
+
+    def checked_ref_publish(self: ReferenceRegistry, call: Any) -> ToolResult:
+        check_call(call, "published")
+        try:
+            return original_ref_publish(self, call)
+        finally:
+            check_call(call, "published")
+
+    classes: list[tuple[type, dict[str, Any]]] = [
+        (ToolRegistry, patches),
+        (
+            ReferenceRegistry,
+            {
+                "_stage": checked_ref_stage,
+                "_start": checked_ref_start,
+                "_publish": checked_ref_publish,
+            },
+        ),
+    ]
+    saved = [(cls, {name: cls.__dict__[name] for name in names}) for cls, names in classes]
     try:
-        for name, patched in patches.items():
-            setattr(ToolRegistry, name, patched)
+        for cls, names in classes:
+            for name, patched in names.items():
+                setattr(cls, name, patched)
         yield checked
     finally:
-        for name, original in saved.items():
-            setattr(ToolRegistry, name, original)
+        for cls, originals in saved:
+            for name, original in originals.items():
+                setattr(cls, name, original)

@@ -908,9 +908,11 @@ async def test_an_interrupt_in_a_batch_matches(where: str, body: BodyKind) -> No
 # -- the legal states of a call (CallState's table) -----------------------------------------
 
 
-async def test_the_state_checks_run_at_every_boundary() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_the_state_checks_run_at_every_boundary(engine: Engine) -> None:
+    """Both engines pass the same boundaries, in the same order, for a call."""
     with checked_boundaries() as checked:
-        await run_one(Scenario(), "fast")
+        await run_one(Scenario(), engine)
     assert checked == [
         "started",
         "started",

@@ -70,9 +70,10 @@ class CallState:
 
     The legal states of a call, at each boundary between the stages the registry drives
     (`_check_invariants` asserts them; the schedule search and the differential tests call
-    it at every boundary). Between stages, always: the body is not running (``_in_body``
-    false, nothing ``_pending``), ``_signal`` is the caller's again, a ``_final`` call has
-    its ``_result``, and a ``_denied`` call has a failure and never invoked its body.
+    it at every boundary, of the reference pipeline's calls too). Between stages, always:
+    the body is not running (``_in_body`` false, nothing ``_pending``), ``_signal`` is the
+    caller's again, a ``_final`` call has its ``_result``, and a ``_denied`` call has a
+    failure and never invoked its body.
 
     ===============  ============================  ===========  ===========  ==============
     boundary         ``_result``                   ``_final``   ``_denied``  body invoked
