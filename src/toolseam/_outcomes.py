@@ -13,6 +13,7 @@ and calls, at each decision point: `classify` wherever it makes a cancellation r
 in `ToolRegistry._ask`; `apply_post` in `ToolRegistry._apply_post` (which keeps a plain
 `Accept()` inline: see its fast-path comment); `after_abort` through `_registry._after_abort`;
 `stage_raised` through `_registry._stage_raised`; `body_raised` through `_run._body_failure`;
+`is_abort` through `_run._is_abort_reason` (for the body and every stage);
 `interrupted` in `ToolRegistry._settle_interrupted`. None of these is on the path of a call
 that neither aborts nor has a post-execute listener. The batch (`_batch`, `_sequencer`)
 decides no outcome of its own: it drives the registry's stages.

@@ -66,7 +66,7 @@ _new_token = object.__new__  # ExecutionToken without its guarding __init__
 
 @final
 class CallState:
-    """One execution's state. Only the registry creates and mutates it.
+    """One execution's state. Only a registry (the engine, or the reference) creates and mutates it.
 
     The legal states of a call, at each boundary between the stages the registry drives
     (`_check_invariants` asserts them; the schedule search and the differential tests call
