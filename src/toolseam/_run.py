@@ -78,7 +78,8 @@ class CallState:
     ===============  ============================  ===========  ===========  ==============
     boundary         ``_result``                   ``_final``   ``_denied``  body invoked
     ===============  ============================  ===========  ===========  ==============
-    started          ``None``, or settled at entry iff result   no           no
+    started          ``None``, settled at entry,   iff settled  with a       no
+                     or denied at entry                         denial
     before dispatch  ``None`` (dispatch next), a   may be       with a       no
                      denial, a cancellation, or    (a stage     denial
                      a stage's failure             failed)
@@ -575,8 +576,8 @@ def _check_invariants(run: CallState, boundary: Boundary, *, wrapper_results: bo
         raise AssertionError(f"a denial that is not a failure, or invoked its body {flags}")
     if stage <= 1 and run._body_invoked:
         raise AssertionError(f"the body was invoked before dispatch {flags}")
-    if stage == 0 and (result is None) == run._final:
-        raise AssertionError(f"a call settled at entry is final, and only it {flags}")
+    if stage == 0 and result is not None and not (run._final or run._denied):
+        raise AssertionError(f"a call settled at entry is final (or denied) {flags}")
     if stage == 1 and result is None and (run._final or run._denied):
         raise AssertionError(f"final or denied without a result {flags}")
     if stage >= 2 and result is None:
