@@ -102,3 +102,21 @@ def test_an_interrupted_call_keeps_an_established_failure() -> None:
         rules.interrupted(success, final=True, body_result=None, body_invoked=True, contexts=())
         is success
     )
+
+
+def test_what_counts_as_stopping_because_the_caller_asked() -> None:
+    reason, host_reason = RuntimeError("stop"), AbortError("host")
+    other = RuntimeError("other")
+
+    def told(error: BaseException, *, aborted: bool = True) -> bool:
+        return rules.is_abort(
+            error, caller_reason=reason, caller_aborted=aborted, host_reason=host_reason
+        )
+
+    assert told(reason)
+    assert told(AbortError())  # any AbortError, once the caller aborted
+    assert told(host_reason)  # the body's own signal, aborted by the registry
+    assert not told(other)
+    assert not told(reason, aborted=False)  # never before the caller aborted
+    assert not told(AbortError(), aborted=False)
+    assert not rules.is_abort(other, caller_reason=reason, caller_aborted=True)

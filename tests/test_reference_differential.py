@@ -21,7 +21,7 @@ contract leaves open (§7); there both engines are checked against the contract 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict
 
+from support import checked_boundaries
 from toolseam import (
     AbortController,
     Accept,
@@ -59,13 +60,16 @@ from toolseam import (
     reference,
     run_tool_calls,
 )
+from toolseam._outcomes import classify
+from toolseam._run import Boundary, CallState, _check_invariants
+from toolseam.policies import timeout_policy
 
 pytestmark = pytest.mark.anyio
 
 Engine = Literal["fast", "reference"]
 ENGINES: tuple[Engine, ...] = ("fast", "reference")
 CHECKPOINTS = ("pre", "approval", "guard", "wrap-before", "body", "wrap-after", "post", "finalize")
-BodyKind = Literal["async", "thread", "hand-written"]
+BodyKind = Literal["async", "thread", "hand-written", "plain"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,13 @@ class Scenario:
     at: str = "body"
     interrupt: str = "none"  # the checkpoint that raises `Interrupt`, a BaseException
     base_reason: bool = False  # the caller aborts with a BaseException as the reason
+
+
+@pytest.fixture(autouse=True)
+def _states_checked() -> Iterator[None]:
+    """`CallState`'s invariants, asserted at every stage boundary of every fast-engine call."""
+    with checked_boundaries():
+        yield
 
 
 class Interrupt(BaseException):
@@ -286,9 +297,16 @@ def build(h: Harness) -> ToolRegistry | reference.ReferenceRegistry:
         def finalize_content(self, exec: ToolExecution, result: ToolResult, /) -> Any:
             return finalize(exec, result)
 
+    @define_tool(name="plain_tool", description="")
+    async def plain_tool(args: Args, exec: ToolRunContext) -> str:
+        """No option at all (no finalize_content, no concurrency answer) and a str output."""
+        output = await async_body(args, exec)
+        return "seven" if output == 7 else output  # type: ignore[return-value]
+
     registry.register(async_tool)
     registry.register(thread_tool)
     registry.register(HandWritten())  # type: ignore[arg-type]
+    registry.register(plain_tool)
 
     async def pre(exec: ToolExecution, next: Next[PreDecision]) -> PreDecision:
         await h.hit("pre", exec)
@@ -393,7 +411,12 @@ def replace_contexts(result: ToolResult, extra: tuple[str, ...]) -> ToolResult:
     return replace(result, additional_contexts=(*result.additional_contexts, *extra))
 
 
-TOOLS = {"async": "async_tool", "thread": "thread_tool", "hand-written": "hand_tool"}
+TOOLS = {
+    "async": "async_tool",
+    "thread": "thread_tool",
+    "hand-written": "hand_tool",
+    "plain": "plain_tool",
+}
 
 
 def summary(result: ToolResult) -> tuple[object, ...]:
@@ -421,21 +444,46 @@ class Observed:
     listeners: int
 
 
-async def run_one(scenario: Scenario, engine: Engine) -> Observed:
+async def run_one(
+    scenario: Scenario,
+    engine: Engine,
+    *,
+    via: Literal["execute", "exclusive batch", "parallel batch"] = "execute",
+    arguments: object = None,
+    prepare: Callable[[ToolRegistry | reference.ReferenceRegistry], None] | None = None,
+) -> Observed:
+    """Run ``scenario`` through ``engine``: `execute`, or a batch of that one call.
+
+    A one-call batch runs its call as `execute` does (an exclusive call through the same
+    stages, a parallel one through the sequencer), so its observations are the same.
+    """
     h = Harness(scenario, engine, loop_thread=threading.get_ident())
     registry = build(h)
+    if prepare is not None:
+        prepare(registry)
+    if arguments is None:
+        arguments = {"n": 2 if via == "exclusive batch" else 1}
     returned: ToolResult | None = None
     with anyio.CancelScope() as scope:
         h.scope = scope
         try:
-            returned = await registry.execute(
-                ToolExecutionInput(
-                    call_id="c",
-                    name=TOOLS[scenario.body],
-                    arguments={"n": 1},
+            if via == "execute":
+                returned = await registry.execute(
+                    ToolExecutionInput(
+                        call_id="c",
+                        name=TOOLS[scenario.body],
+                        arguments=arguments,
+                        signal=h.caller.signal,
+                    )
+                )
+            else:
+                assert isinstance(registry, ToolRegistry)
+                [outcome] = await run_tool_calls(
+                    registry,
+                    [ToolCall("c", TOOLS[scenario.body], arguments)],
                     signal=h.caller.signal,
                 )
-            )
+                returned = outcome.result
         except Interrupt as interrupt:  # propagates once the result is published
             h.trace.append(f"raised {interrupt.args[0]}")
     quiescent = h.started == h.finished  # before wait_idle: execute() itself waited
@@ -855,3 +903,236 @@ async def test_an_interrupt_in_a_batch_matches(where: str, body: BodyKind) -> No
     ref = await run_batch(calls, None, None, "reference", 2, interrupt_at=(1, where))
     assert ref == fast
     assert fast[-2] == where
+
+
+# -- the legal states of a call (CallState's table) -----------------------------------------
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_the_state_checks_run_at_every_boundary(engine: Engine) -> None:
+    """Both engines pass the same boundaries, in the same order, for a call."""
+    with checked_boundaries() as checked:
+        await run_one(Scenario(), engine)
+    assert checked == [
+        "started",
+        "started",
+        "before dispatch",
+        "before dispatch",
+        "dispatched",
+        "dispatched",
+        "post-executed",
+        "published",
+        "published",
+    ]
+
+
+def test_the_state_checks_refuse_an_illegal_state() -> None:
+    def fresh() -> CallState:
+        return CallState(0, "c", "c", "t", None, None, AbortController().signal, None, 0, None)
+
+    _check_invariants(fresh(), "started")
+    illegal: list[tuple[str, Boundary, Callable[[CallState], None]]] = [
+        ("invoked before dispatch", "before dispatch", lambda run: run._invoke(run._signal)),
+        ("in the body between stages", "dispatched", lambda run: setattr(run, "_in_body", True)),
+        ("final without a result", "before dispatch", lambda run: setattr(run, "_final", True)),
+        ("no result after dispatch", "dispatched", lambda run: None),
+        (
+            "a denial that is a success",
+            "post-executed",
+            lambda run: (
+                setattr(run, "_denied", True),
+                setattr(run, "_result", ToolSuccess(value=1)),
+            ),
+        ),
+        (
+            "ABORTED, body not invoked",
+            "published",
+            lambda run: setattr(run, "_result", classify(body_invoked=True)),
+        ),
+        (
+            "ABORTED_BEFORE_DISPATCH, body invoked",
+            "published",
+            lambda run: (
+                setattr(run, "_result", classify(body_invoked=False)),
+                run._invoke(run._signal),
+                setattr(run, "_in_body", False),
+                setattr(run, "_pending", None),
+            ),
+        ),
+        (
+            "exec.signal left replaced",
+            "started",
+            lambda run: setattr(run, "_signal", AbortController().signal),
+        ),
+    ]
+    for name, boundary, make_illegal in illegal:
+        run = fresh()
+        make_illegal(run)
+        try:
+            _check_invariants(run, boundary)
+        except AssertionError:
+            continue
+        pytest.fail(f"not refused: {name}")
+    # A wrapper's own cancellation result is the wrapper's: not classified.
+    run = fresh()
+    run._result = classify(body_invoked=True)
+    _check_invariants(run, "dispatched", wrapper_results=True)
+
+
+# -- the fast paths: each "≡" of the engine against the reference ---------------------------
+
+# The engine's fast paths for a pipeline without some stage's listeners (`_stage_before`,
+# `_stage_dispatch`, `_stage_after` in _registry.py), each with events where they decide.
+FAST_PATHS = {
+    "no pre-execute listener, no guard": Scenario(pre="none", guard="none"),
+    "no around-dispatch wrapper": Scenario(wrapper="none"),
+    "no post-execute listener": Scenario(post="none"),
+    "no listener at all": Scenario(pre="none", guard="none", wrapper="none", post="none"),
+}
+FAST_PATH_EVENTS = (
+    ("none", "body"),
+    ("caller", "body"),
+    ("host", "body"),
+    ("caller", "finalize"),
+    ("caller", "post"),
+)
+
+
+@pytest.mark.parametrize(("event", "at"), FAST_PATH_EVENTS)
+@pytest.mark.parametrize("body", ["async", "thread", "hand-written", "plain"])
+@pytest.mark.parametrize("name", list(FAST_PATHS))
+async def test_fast_paths_match(name: str, body: BodyKind, event: str, at: str) -> None:
+    """A stage without listeners takes the engine's fast path; the reference runs its chain."""
+    scenario = FAST_PATHS[name]
+    for tool in ("success", "failure"):
+        await assert_same(
+            Scenario(
+                **{
+                    **scenario.__dict__,
+                    "body": body,
+                    "tool": tool,
+                    "defer": True,
+                    "event": event,
+                    "at": at,
+                }
+            )
+        )
+
+
+async def test_an_abort_between_the_start_and_before_dispatch_matches() -> None:
+    """`_stage_before` with no listener, the caller aborted after `_start` (a thread's abort).
+
+    Driven stage by stage: `execute` reads the caller's signal in `_start` and then at
+    once in `_stage_before`, so only another thread's abort lands in between.
+    """
+    published: dict[Engine, object] = {}
+    for engine in ENGINES:
+        h = Harness(Scenario(pre="none", guard="none", post="context"), engine)
+        registry = build(h)
+        call_input = ToolExecutionInput(
+            call_id="c", name="async_tool", arguments={"n": 1}, signal=h.caller.signal
+        )
+        if isinstance(registry, ToolRegistry):
+            run = registry._start(call_input)
+            h.caller.abort("stop")
+            assert registry._stage_before(run) is None
+            for step in (registry._stage_dispatch(run), registry._stage_after(run)):
+                if step is not None:
+                    await step
+            registry._publish(run)
+        else:
+            call = registry._start(call_input)
+            h.caller.abort("stop")
+            await registry._stage(call, registry._before_dispatch)
+            await registry._stage(call, registry._after_dispatch)
+            registry._publish(call)
+        published[engine] = ([(c, summary(r)) for c, r in h.published], h.trace)
+    assert published["fast"] == published["reference"]
+    [(_, result)] = published["fast"][0]  # type: ignore[index]
+    assert result[2][1] == "ABORTED_BEFORE_DISPATCH"
+
+
+@pytest.mark.parametrize("via", ["exclusive batch", "parallel batch"])
+@pytest.mark.parametrize("event", ["none", "caller", "host"])
+@pytest.mark.parametrize("at", CHECKPOINTS)
+@pytest.mark.parametrize("body", ["async", "thread"])
+async def test_a_one_call_batch_matches_execute(
+    via: Literal["exclusive batch", "parallel batch"], event: str, at: str, body: BodyKind
+) -> None:
+    """`run_tool_calls` drives a call as `execute` does (exclusive: the stages in a row;
+    parallel: the sequencer, which steps the dispatch by hand), against the reference.
+
+    Only what the batch returns may differ, on a host cancellation after the result was
+    published (at ``finalize``): `execute` returns it, the batch reaches one more checkpoint
+    (its task group's end) and re-raises the cancellation (contract §7).
+    """
+    scenario = Scenario(body=body, event=event, at=at, defer=True)  # type: ignore[arg-type]
+    batch = await run_one(scenario, "fast", via=via)
+    ref = await run_one(scenario, "reference")
+    if event == "host" and at == "finalize" and batch.returned is None:
+        batch.returned = ref.returned
+    assert batch == ref
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"n": 1},
+        {"n": "one"},
+        {},
+        {"n": 1, "extra": True},
+        {"n": 1, "pad": ["x" * 64] * 2_000},  # large: a private plain copy, where taken
+        [1],
+    ],
+    ids=["valid", "wrong type", "missing", "extra key", "large", "not an object"],
+)
+@pytest.mark.parametrize("stages", ["all", "none"])
+@pytest.mark.parametrize("body", ["async", "thread", "hand-written", "plain"])
+async def test_arguments_are_validated_alike(
+    arguments: object, stages: str, body: BodyKind
+) -> None:
+    """define_tool's `_parse` (the snapshot's UTF-8 flag, the private plain copy) and the
+    hand-written `parse_arguments`, against the reference's `parse_arguments`."""
+    scenario = (
+        Scenario(body=body)
+        if stages == "all"
+        else Scenario(body=body, pre="none", guard="none", wrapper="none", post="none")
+    )
+    fast = await run_one(scenario, "fast", arguments=arguments)
+    ref = await run_one(scenario, "reference", arguments=arguments)
+    assert fast == ref
+
+
+def test_execution_mode_matches() -> None:
+    """`ToolRegistry._mode`'s define_tool branch and its general one, against the reference."""
+    fast = build(Harness(Scenario(), "fast"))
+    ref = build(Harness(Scenario(), "reference"))
+    signal = AbortController().signal
+    for name in (*TOOLS.values(), "missing_tool"):
+        for arguments in ({"n": 1}, {"n": 2}, {"n": "x"}, {}, {"n": {1}}):
+            call_input = ToolExecutionInput(
+                call_id="c", name=name, arguments=arguments, signal=signal
+            )
+            assert fast.execution_mode(call_input) == ref.execution_mode(call_input), (
+                name,
+                arguments,
+            )
+
+
+@pytest.mark.parametrize("tool", ["success", "timeout", "failure"])
+@pytest.mark.parametrize("event", ["none", "caller", "host"])
+@pytest.mark.parametrize("body", ["async", "thread"])
+async def test_a_sole_timeout_policy_matches_the_built_in_deadline(
+    tool: str, event: str, body: BodyKind
+) -> None:
+    """`timeout_policy(registry)` as the only wrapper takes the built-in deadline's path;
+    the reference (which has no timeout_policy) enforces the built-in deadline."""
+    scenario = Scenario(body=body, tool=tool, wrapper="none", event=event, at="body")  # type: ignore[arg-type]
+
+    def policy(registry: ToolRegistry | reference.ReferenceRegistry) -> None:
+        assert isinstance(registry, ToolRegistry)
+        registry.on_execute(timeout_policy(registry))
+
+    fast = await run_one(scenario, "fast", prepare=policy)
+    ref = await run_one(scenario, "reference")
+    assert fast == ref

@@ -13,16 +13,19 @@ Profiles (``TOOLSEAM_HYPOTHESIS_PROFILE``): ``ci`` (default, 300 examples per ba
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict
 
+from support import checked_boundaries
 from toolseam import (
     TOOL_ABORTED,
     TOOL_ABORTED_BEFORE_DISPATCH,
@@ -129,6 +132,13 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         event=event,
         at=at,
     )
+
+
+@pytest.fixture(autouse=True)
+def _states_checked() -> Iterator[None]:
+    """`CallState`'s invariants, asserted at every stage boundary of every fast-engine call."""
+    with checked_boundaries():
+        yield
 
 
 class Args(TypedDict):

@@ -506,3 +506,191 @@ class TestSignalHandlerReentry:
                     assert fused.signal.reason == "stop pressed"
                 fused.close()
         assert landed > 5
+
+
+class TestFastPathsEqualTheirSlowPaths:
+    """Each "≡" of `toolseam._signals`, against the slower path it stands for."""
+
+    @staticmethod
+    def _shape(name: str) -> tuple[AbortSignal, dict[str, AbortSignal], list[tuple[str, str]]]:
+        """A signal to abort, every signal of the shape by label, and the log of calls."""
+        log: list[tuple[str, str]] = []
+        root = AbortController().signal
+        signals = {"root": root}
+
+        def listen(label: str, signal: AbortSignal, raises: BaseException | None = None) -> None:
+            def listener(called_with: AbortSignal) -> None:
+                labels = [k for k, v in signals.items() if v is called_with]
+                log.append((label, labels[0]))
+                if raises is not None:
+                    raise raises
+
+            signal.add_listener(listener)
+
+        def dependent(label: str) -> AbortSignal:
+            fused = fuse(root, AbortController().signal).signal
+            signals[label] = fused
+            return fused
+
+        if name == "alone, one listener":
+            listen("a", root)
+        elif name == "alone, three listeners":
+            for label in "abc":
+                listen(label, root)
+        elif name == "alone, an interrupting listener among others":
+            listen("a", root)
+            listen("b", root, KeyboardInterrupt())
+            listen("c", root, RuntimeError("contained"))
+        elif name.startswith("one dependent,"):
+            fused = dependent("fused")
+            listeners = 0 if "no listener" in name else name.count("listener")
+            for label in "xy"[:listeners]:
+                listen(label, fused)
+            if "its own dependent" in name:
+                inner = fuse(fused, AbortController().signal).signal
+                signals["inner"] = inner
+                listen("i", inner)
+        elif name == "two dependents":
+            listen("x", dependent("first"))
+            listen("y", dependent("second"))
+        elif name == "a listener and one dependent":
+            listen("a", root)
+            listen("x", dependent("fused"))
+        return root, signals, log
+
+    SHAPES = (
+        "alone, no listener",
+        "alone, one listener",
+        "alone, three listeners",
+        "alone, an interrupting listener among others",
+        "one dependent, no listener",
+        "one dependent, one listener",
+        "one dependent, listener, listener",
+        "one dependent, one listener, its own dependent",
+        "two dependents",
+        "a listener and one dependent",
+    )
+
+    @pytest.mark.parametrize("shape", SHAPES)
+    def test_an_abort_equals_the_general_walk(self, shape: str) -> None:
+        """`_trigger`'s fast paths (no dependent, one dependent, one listener, the lock's
+        bound acquire) ≡ `_abort_fused` under ``with _lock:``, then `_run_listener` each."""
+        from toolseam import _signals
+
+        reason = RuntimeError("stop")
+        root, signals, fast_log = self._shape(shape)
+        fast_interrupt = _signals._trigger(root, reason)
+
+        slow_root, slow_signals, slow_log = self._shape(shape)
+        with _signals._lock:
+            calls = _signals._abort_fused(slow_root, reason)
+        slow_interrupt: BaseException | None = None
+        for callback, signal in calls:
+            raised = _signals._run_listener(callback, signal)
+            slow_interrupt = slow_interrupt or raised
+
+        assert fast_log == slow_log
+        assert type(fast_interrupt) is type(slow_interrupt)
+
+        def state(signal: AbortSignal) -> tuple[object, ...]:
+            return (signal._aborted, signal._reason, signal._listeners, signal._dependents)
+
+        assert {k: state(v) for k, v in signals.items()} == {
+            k: state(v) for k, v in slow_signals.items()
+        }
+
+    def test_signals_are_built_as_the_constructor_builds_them(self) -> None:
+        """`AbortController()` and a fusion's signal ≡ ``AbortSignal(_KEY)``."""
+        from toolseam._signals import _KEY
+
+        def state(signal: AbortSignal) -> tuple[object, ...]:
+            return (type(signal), signal._aborted, signal._reason, signal._listeners)
+
+        built = AbortSignal(_KEY)
+        assert built._dependents is None
+        assert state(AbortController().signal) == state(built)
+        assert AbortController().signal._dependents is None
+        fused = fuse(AbortController().signal, AbortController().signal).signal
+        assert state(fused) == state(built)
+        assert fused._dependents is None
+
+    def test_an_abort_without_a_reason_is_a_plain_abort_error(self) -> None:
+        """``abort()``'s reason, made without `AbortError.__init__` ≡ ``AbortError()``."""
+        controller = AbortController()
+        controller.abort()
+        made = controller.signal.reason
+        plain = AbortError()
+        assert type(made) is AbortError
+        assert isinstance(made, AbortError)
+        assert (made.reason, made.args, str(made), repr(made)) == (
+            plain.reason,
+            plain.args,
+            str(plain),
+            repr(plain),
+        )
+        with pytest.raises(AbortError, match=r"^operation aborted$"):
+            controller.signal.raise_if_aborted()
+
+
+@pytest.fixture(params=["native", "anyio.Event"])
+def wait_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`AbortSignal.wait`'s path: the backend's own wait, or its general anyio.Event wait."""
+    from toolseam import _signals
+
+    if request.param == "anyio.Event":
+        monkeypatch.setattr(_signals, "_running_loop", lambda: None)
+        monkeypatch.setattr(_signals, "_trio_lowlevel", lambda: None)
+    return str(request.param)
+
+
+class TestWaitPaths:
+    """`wait`'s fast paths (an asyncio future; trio's reschedule, inline or from a thread)
+    ≡ the anyio.Event wait it ends with."""
+
+    async def test_an_abort_in_the_loop_wakes_the_waiter(self, wait_path: str) -> None:
+        controller = AbortController()
+        woke: list[object] = []
+
+        async def waiter() -> None:
+            await controller.signal.wait()
+            woke.append(controller.signal.reason)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            assert controller.signal._listener_count() == 1
+            controller.abort("here")
+        assert woke == ["here"]
+        assert controller.signal._listener_count() == 0
+
+    async def test_an_abort_from_a_thread_wakes_the_waiter(self, wait_path: str) -> None:
+        controller = AbortController()
+        woke: list[object] = []
+
+        async def waiter() -> None:
+            await controller.signal.wait()
+            woke.append(controller.signal.reason)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            thread = threading.Thread(target=controller.abort, args=("there",))
+            thread.start()
+            thread.join()
+        assert woke == ["there"]
+
+    async def test_a_cancelled_wait_leaves_no_listener(self, wait_path: str) -> None:
+        controller = AbortController()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(controller.signal.wait)
+            await anyio.wait_all_tasks_blocked()
+            assert controller.signal._listener_count() == 1
+            tg.cancel_scope.cancel()
+        assert controller.signal._listener_count() == 0
+        assert not controller.signal.aborted
+
+    async def test_an_aborted_signal_returns_at_a_checkpoint(self, wait_path: str) -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await AbortSignal.aborted_signal().wait()
+        assert scope.cancelled_caught

@@ -6,11 +6,17 @@ reads a signal, a listener or the clock, so each can be read, and tested, on its
 reference pipeline (`toolseam.reference`) calls them at every point where docs/pipeline.md
 draws a decision.
 
-Where the fast engine would call them (not wired yet, issue 38): `classify` at every
-``aborted_result(...)`` of `_registry.py` and `_batch.py`; `after_abort` is
-`_registry._after_abort`; `approval_outcome` is the answer table of `ToolRegistry._ask`;
-`apply_post` is `ToolRegistry._apply_post`; `stage_raised` is `_registry._stage_raised`;
-`body_raised` is `_run._body_failure`; `interrupted` is `ToolRegistry._settle_interrupted`.
+Both engines call them; the fast engine (`_registry`, `_run`) reads its facts off the run
+and calls, at each decision point: `classify` wherever it makes a cancellation result
+(`_start`, `_skip_run`, `_stage_before`, `_before_dispatch`, `_ask`, `_enter_body`,
+`_host_cancelled_body`); `denied` for a denial; `approval_outcome` and `no_approval_service`
+in `ToolRegistry._ask`; `apply_post` in `ToolRegistry._apply_post` (which keeps a plain
+`Accept()` inline: see its fast-path comment); `after_abort` through `_registry._after_abort`;
+`stage_raised` through `_registry._stage_raised`; `body_raised` through `_run._body_failure`;
+`is_abort` through `_run._is_abort_reason` (for the body and every stage);
+`interrupted` in `ToolRegistry._settle_interrupted`. None of these is on the path of a call
+that neither aborts nor has a post-execute listener. The batch (`_batch`, `_sequencer`)
+decides no outcome of its own: it drives the registry's stages.
 """
 
 from __future__ import annotations
@@ -165,15 +171,26 @@ def apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolRes
     )
 
 
-def is_abort(error: BaseException, *, caller_reason: object, caller_aborted: bool) -> bool:
+def is_abort(
+    error: BaseException,
+    *,
+    caller_reason: object,
+    caller_aborted: bool,
+    host_reason: object = None,
+) -> bool:
     """Whether ``error`` is a stage or body stopping because the caller asked (contract §5).
 
-    Only once the caller's signal has aborted: an `AbortError`, or the caller's very reason.
+    Only once the caller's signal has aborted: an `AbortError`, the caller's very reason, or
+    ``host_reason`` (the reason of the body's own signal, when the registry aborted it).
     Only ``type(error)`` is trusted (``isinstance`` consults a hostile ``__class__``).
     """
     if not caller_aborted:
         return False
-    return issubclass(type(error), AbortError) or error is caller_reason
+    return (
+        issubclass(type(error), AbortError)
+        or error is caller_reason
+        or (host_reason is not None and error is host_reason)
+    )
 
 
 def body_raised(error: BaseException, *, body_invoked: bool, told_to_stop: bool) -> ToolFailure:

@@ -25,13 +25,11 @@ import anyio.lowlevel
 from . import _hooks  # tracing hook
 from ._approval import ApprovalRequest, ApprovalService
 from ._chain import Chain
-from ._decisions import Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision, ReplaceValue
+from ._decisions import Accept, Allow, Ask, Deny, PostDecision, PreDecision, ReplaceValue
 from ._define import DefinedTool
 from ._definitions import ToolDefinition, ToolSchema, check_timeout
 from ._delivery import Delivery
 from ._errors import (
-    TOOL_ABORTED,
-    TOOL_ABORTED_BEFORE_DISPATCH,
     ToolNotFoundError,
     ToolOutputError,
     exact_str,
@@ -39,18 +37,26 @@ from ._errors import (
     type_name,
 )
 from ._json import JsonValue, MaterializationError, materialize, materialize_arguments
+from ._outcomes import (
+    after_abort,
+    apply_post,
+    approval_outcome,
+    classify,
+    denied,
+    interrupted,
+    no_approval_service,
+    stage_raised,
+)
 from ._registration import Registration
 from ._results import (
     ToolFailure,
     ToolResult,
     ToolSuccess,
-    aborted_result,
     failure_from_exception,
     materialized_success,
-    render_value,
     rendered_success,
 )
-from ._run import CallState, DispatchView, _body_failure, _is_abort_reason
+from ._run import CallState, DispatchView, _body_failure, _is_abort_reason, _told_to_stop
 from ._signals import AbortController, AbortSignal
 from ._stages import (
     AroundDispatch,
@@ -80,14 +86,9 @@ _PLAIN_CALLABLES = (
 _ALLOW = Allow()
 _ACCEPT = Accept()
 _RESULT_TYPES = (ToolSuccess, ToolFailure)
-_CANCELLATION_CODES = frozenset((TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH))
 _ROOT_TYPES = (str, type(None))
 # A snapshot of the arguments and whether all their text is UTF-8 (materialize_arguments).
 _Snapshot = tuple[JsonValue, bool]
-
-
-def _denied(reason: str) -> ToolFailure:
-    return ToolFailure.from_message(f"tool call denied: {reason}")
 
 
 def _with_contexts(result: ToolResult, contexts: Sequence[JsonValue]) -> ToolResult:
@@ -312,9 +313,10 @@ class ToolRegistry:
             if definition is None:
                 return "exclusive", None
             if type(definition) is DefinedTool:
-                # Fast path ≡ the else branch, for define_tool's own definitions (no option:
-                # no parse; _parse reuses the snapshot's UTF-8 flag); pinned by
-                # benchmarks/bench_batch.py.
+                # Fast path ≡ the else branch, i.e. `ReferenceRegistry.execution_mode`, for
+                # define_tool's own definitions (no option: no parse; _parse reuses the snapshot's
+                # UTF-8 flag); pinned by tests/test_reference_differential.py::
+                # test_execution_mode_matches; its speed by benchmarks/bench_batch.py.
                 if definition._is_concurrency_safe is None:
                     return "exclusive", None  # nothing to ask: skip parsing the arguments
                 snapshot = materialize_arguments(input.arguments)
@@ -441,9 +443,11 @@ class ToolRegistry:
         if self._pre.items or self._guards.items:
             return self._before_dispatch(run)
         if run._caller_signal._aborted:
-            # Fast path ≡ `_before_dispatch` with no listener (its last check, contract §5.4),
-            # without its coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
-            run._result = aborted_result(body_invoked=False)
+            # Fast path ≡ `ReferenceRegistry._before_dispatch` with no listener (its last check,
+            # contract §5.4), without a coroutine; pinned by tests/test_reference_differential.py::
+            # test_an_abort_between_the_start_and_before_dispatch_matches; its speed by
+            # benchmarks/bench_overhead.py "define_tool".
+            run._result = classify(body_invoked=False)
         return None
 
     def _stage_dispatch(self, run: CallState) -> Awaitable[object] | None:
@@ -458,14 +462,18 @@ class ToolRegistry:
             and self._timeouts
         ):
             return self._dispatch(run)
-        # A timeout policy over this registry as the only wrapper is innermost, where it
-        # does what the built-in timeout does (see policies.timeout_policy): `_enter_body`
-        # arms the same deadline. Fast path ≡ `_dispatch` with that one wrapper; pinned by
+        # A timeout policy over this registry as the only wrapper is innermost, where it does what
+        # the built-in timeout does (see policies.timeout_policy): `_enter_body` arms the same
+        # deadline. Fast path ≡ `_dispatch` with that one wrapper, i.e. the built-in deadline of
+        # `ReferenceRegistry._invoke_body`; pinned by tests/test_reference_differential.py::
+        # test_a_sole_timeout_policy_matches_the_built_in_deadline; its speed by
         # benchmarks/bench_targets.py "timeout_policy registered".
         if self._hooks:  # tracing hook
             return self._invoke_hooked(run, True)
-        # Fast path ≡ `_dispatch` with an empty chain: the body's dispatch is the whole stage
-        # (`stage=True`), one coroutine; pinned by benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ `ReferenceRegistry._dispatch` with an empty chain: the body's dispatch is the
+        # whole stage (`stage=True`), one coroutine; pinned by
+        # tests/test_reference_differential.py::test_fast_paths_match ("no around-dispatch
+        # wrapper"); its speed by benchmarks/bench_overhead.py "define_tool".
         return self._invoke_body(run, True)
 
     def _stage_after(self, run: CallState, *, checkpoint: bool = True) -> Awaitable[object] | None:
@@ -479,8 +487,10 @@ class ToolRegistry:
             return self._guarded(run, anyio.lowlevel.checkpoint()) if checkpoint else None
         if self._post.items:
             return self._after_dispatch(run)
-        # Fast path ≡ `_after_dispatch` with no listener: only `_after_abort`, called only when
-        # the caller aborted; pinned by benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ `ReferenceRegistry._after_dispatch` with no listener: only
+        # `_outcomes.after_abort`, called only when the caller aborted; pinned by
+        # tests/test_reference_differential.py::test_fast_paths_match ("no post-execute listener");
+        # its speed by benchmarks/bench_overhead.py "define_tool".
         result = run._result
         if result is not None and run._caller_signal._aborted:
             run._result = _after_abort(run, result)
@@ -521,7 +531,7 @@ class ToolRegistry:
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
-        return self._finish(run, aborted_result(body_invoked=False))
+        return self._finish(run, classify(body_invoked=False))
 
     def _new_run(
         self,
@@ -537,8 +547,10 @@ class ToolRegistry:
         if definition is None:
             finalizer = None
         elif type(definition) is DefinedTool:
-            # Fast path ≡ `definition.finalize_content`, but None without the option: nothing
-            # to call at publish; pinned by benchmarks/bench_overhead.py "define_tool".
+            # Fast path ≡ `definition.finalize_content` (`ReferenceRegistry._start`), but None
+            # without the option: nothing to call at publish; pinned by
+            # tests/test_reference_differential.py::test_fast_paths_match (its "plain" tool has no
+            # option); its speed by benchmarks/bench_overhead.py "define_tool".
             finalizer = definition._finalize
         else:
             finalizer = definition.finalize_content
@@ -589,7 +601,8 @@ class ToolRegistry:
         root_call_id = input.root_call_id
         problem: str | None = None
         if type(call_id) is str and type(name) is str and type(root_call_id) in _ROOT_TYPES:
-            # Fast path ≡ `_text_fields` for exact strings; pinned by
+            # Fast path ≡ `_text_fields` (`reference._text`) for exact strings; pinned by
+            # tests/test_reference_differential.py::test_hostile_input_fields_match; its speed by
             # benchmarks/bench_overhead.py "define_tool".
             root_call_id = root_call_id or call_id
         else:
@@ -617,7 +630,7 @@ class ToolRegistry:
         if problem is not None:
             return self._finish(run, ToolFailure.from_message(problem))
         if signal._aborted:
-            return self._finish(run, aborted_result(body_invoked=False))
+            return self._finish(run, classify(body_invoked=False))
         return run
 
     @staticmethod
@@ -645,13 +658,13 @@ class ToolRegistry:
             if type(decision) is Ask:
                 if caller._aborted:
                     # contract §5.4: cancelled before dispatch, and still through post-execute.
-                    run._result = aborted_result(body_invoked=False)
+                    run._result = classify(body_invoked=False)
                     return
                 decision = await self._ask(run, decision.reason)
                 if run._result is not None:
                     return
             if type(decision) is Deny:
-                run._result = _denied(safe_str(decision.reason))
+                run._result = denied(safe_str(decision.reason))
                 run._denied = True
                 return
             if type(decision) is not Allow:
@@ -671,12 +684,12 @@ class ToolRegistry:
                         raise
                     return
                 if verdict is not None:
-                    run._result = _denied(safe_str(verdict))
+                    run._result = denied(safe_str(verdict))
                     run._denied = True
                     return
             if caller._aborted:
                 # contract §5.4: cancelled before dispatch, and still through post-execute.
-                run._result = aborted_result(body_invoked=False)
+                run._result = classify(body_invoked=False)
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -688,8 +701,7 @@ class ToolRegistry:
         reason = None if reason is None else safe_str(reason)
         service = self._approval
         if service is None:
-            detail = f" ({reason})" if reason else ""
-            return Deny(f"approval required{detail} but no approval service is configured")
+            return no_approval_service(reason)
         request = ApprovalRequest(execution=run, reason=reason, signal=run._caller_signal)
         try:
             # An untyped service may answer anything (cast: keep pyright from narrowing).
@@ -698,26 +710,14 @@ class ToolRegistry:
             if not _stage_raised(run, error):
                 raise
             return _ALLOW
-        # Compare only exact strings: a hostile object's __eq__ could raise.
-        text = answer if type(answer) is str else None
-        if text == "allowed-once":
-            return _ALLOW
-        if text == "rejected":
-            return Deny("rejected by approval")
-        if text == "unavailable":
-            return Deny("approval unavailable")
-        if text == "cancelled":
-            if run._caller_signal._aborted:
-                # contract §5.4: cancelled before dispatch, and still through post-execute.
-                run._result = aborted_result(body_invoked=False)
-                return _ALLOW
-            return Deny("approval cancelled")
-        self._finish(
-            run,
-            ToolFailure.from_message(
-                f"approval service answered {safe_str(answer)!r}, not an approval answer"
-            ),
-        )
+        outcome = approval_outcome(answer, caller_aborted=run._caller_signal._aborted)
+        if type(outcome) is Deny:
+            return outcome
+        if type(outcome) is ToolFailure:
+            self._finish(run, outcome)  # not an approval answer
+        elif outcome == "aborted":
+            # contract §5.4: cancelled before dispatch, and still through post-execute.
+            run._result = classify(body_invoked=False)
         return _ALLOW
 
     async def _dispatch(self, run: CallState) -> None:
@@ -784,10 +784,11 @@ class ToolRegistry:
             else:
                 try:
                     if type(definition) is DefinedTool:
-                        # Fast path ≡ `parse_arguments`, reusing the snapshot's UTF-8 flag,
-                        # and validating the private plain copy if there is one (the same
-                        # outcome: see CallState.arguments); pinned by bench_overhead.py
-                        # "define_tool" and bench_shapes.py.
+                        # Fast path ≡ `parse_arguments` (`ReferenceRegistry._invoke_body`), reusing
+                        # the snapshot's UTF-8 flag, and validating the private plain copy if there
+                        # is one (the same outcome: see CallState.arguments); pinned by
+                        # tests/test_reference_differential.py::test_arguments_are_validated_alike;
+                        # its speed by bench_overhead.py "define_tool" and bench_shapes.py.
                         args = definition._parse(run._arguments, run._utf8)
                     else:
                         args = definition.parse_arguments(run.arguments)
@@ -844,14 +845,14 @@ class ToolRegistry:
             )
         caller = run._caller_signal
         if caller._aborted:
-            return aborted_result(body_invoked=False)
+            return classify(body_invoked=False)
         if type(handed) is not AbortSignal:
             return ToolFailure.from_message(
                 f"around-dispatch wrapper set exec.signal to {type_name(type(handed))}, "
                 "not an AbortSignal"
             )
         if handed._aborted:
-            return aborted_result(body_invoked=False)
+            return classify(body_invoked=False)
         definition = self._tools.get(run._name)
         if definition is None:
             return failure_from_exception(ToolNotFoundError(run._name))
@@ -865,12 +866,10 @@ class ToolRegistry:
         # (contract §5.6), made when the body first reads it (CallState._body_signal): host
         # cancellation aborts it, so whatever the body handed it to hears of it. The
         # caller's signal itself is never aborted.
-        run._pending = handed
-        run._in_body = True
         # contract §5.6: "body invoked" is recorded immediately before the body is called;
         # argument validation is part of the body call. A sync body's thread job that never
-        # started clears it again (see _threads).
-        run._body_invoked = True
+        # started clears it again (CallState._never_started, see _threads).
+        run._invoke(handed)
         return definition
 
     async def _after_dispatch(self, run: CallState) -> None:
@@ -890,7 +889,9 @@ class ToolRegistry:
                 return
             finally:
                 chain.close()
-            run._result = _after_abort(run, result)
+            if run._caller_signal._aborted:  # _after_abort only when it can change anything
+                result = _after_abort(run, result)
+            run._result = result
         except Exception as error:
             self._fail_unexpectedly(run, error)
         except BaseException:
@@ -899,43 +900,19 @@ class ToolRegistry:
 
     @staticmethod
     def _apply_post(result: ToolResult, decision: object, *, denied: bool) -> ToolResult:
-        kind = type(decision)
-        if kind is Accept:
-            accept = cast("Accept", decision)
+        """`apply_post`, and the log line of a `ReplaceValue` a denial refused."""
+        if type(decision) is Accept:
+            accept: Accept = decision
             if accept.content is None and not accept.additional_contexts:
-                # Fast path ≡ the `_with_contexts` below with no new context; pinned by
-                # benchmarks/bench_overhead.py "define_tool+4".
+                # Fast path ≡ `_outcomes.apply_post` with a plain `Accept()` (the result as it is),
+                # without its call; pinned by tests/test_outcomes.py::test_post_execute_decisions
+                # and tests/test_reference_differential.py::test_an_event_at_every_stage_matches;
+                # its speed by benchmarks/bench_overhead.py "define_tool+4".
                 return result
-            contexts = (*result.additional_contexts, *accept.additional_contexts)
-            if accept.content is None:
-                return _with_contexts(result, contexts)
-            return replace(result, content=accept.content, additional_contexts=contexts)
-        if kind is ReplaceValue:
-            replacement = cast("ReplaceValue", decision)
-            contexts = (*result.additional_contexts, *replacement.additional_contexts)
-            if denied:
-                # contract §5: nothing after a denial can turn it back into permission.
-                _log(logging.WARNING, "post-execute ReplaceValue ignored: the call was denied")
-                return _with_contexts(result, contexts)
-            # Frozen first, so the default content renders the checked snapshot.
-            try:
-                value = materialize(replacement.value)
-            except MaterializationError as error:
-                raise ValueError(
-                    f"ReplaceValue.value must be losslessly JSON-serializable ({error})"
-                ) from None
-            return ToolSuccess(
-                value=value, content=render_value(value), additional_contexts=contexts
-            )
-        if kind is Block:
-            block = cast("Block", decision)
-            return ToolFailure.from_message(
-                safe_str(block.feedback),
-                additional_contexts=(*result.additional_contexts, *block.additional_contexts),
-            )
-        raise TypeError(
-            f"post-execute chain returned {type_name(kind)}, not Accept, ReplaceValue or Block"
-        )
+        elif denied and type(decision) is ReplaceValue:
+            # contract §5: nothing after a denial can turn it back into permission.
+            _log(logging.WARNING, "post-execute ReplaceValue ignored: the call was denied")
+        return apply_post(result, decision, denied=denied)
 
     def _settle_interrupted(self, run: CallState) -> None:
         """Publish the one result of a call whose awaiting task was cancelled by its host.
@@ -947,28 +924,16 @@ class ToolRegistry:
         run._in_body = False
         run._pending = None
         run._signal = run._caller_signal
-        result = run._result
-        if result is None:
-            body = run._body_result
-            if type(body) is ToolFailure and body.code not in _CANCELLATION_CODES:
-                self._finish(run, _with_contexts(body, (*run._contexts, *body.additional_contexts)))
-            else:
-                self._finish(
-                    run,
-                    aborted_result(
-                        body_invoked=run._body_invoked, additional_contexts=run._contexts
-                    ),
-                )
-        elif not (run._final or result.is_error):
-            self._finish(
-                run,
-                aborted_result(
-                    body_invoked=run._body_invoked,
-                    additional_contexts=result.additional_contexts,
-                ),
-            )
-        else:
-            run._final = True
+        self._finish(
+            run,
+            interrupted(
+                run._result,
+                final=run._final,
+                body_result=run._body_result,
+                body_invoked=run._body_invoked,
+                contexts=run._contexts,
+            ),
+        )
         self._publish(run)
 
     def _publish(self, run: CallState) -> ToolResult:
@@ -1067,16 +1032,19 @@ def _body_success(
     """The body's output, validated, frozen and rendered (contract §6)."""
     raw = definition.serialize_output(output)
     try:
-        # Fast path ≡ `materialize(raw)`, which returns an exact str as it is; pinned by
-        # benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ `materialize(raw)` (`reference._body_success`), which returns an exact str as
+        # it is; pinned by tests/test_reference_differential.py::test_fast_paths_match (its "plain"
+        # tool returns a str); its speed by benchmarks/bench_overhead.py "define_tool".
         value = raw if type(raw) is str else materialize(raw)
     except MaterializationError as error:
         raise ToolOutputError(
             f'tool "{run._name}" returned output that is not losslessly JSON-serializable ({error})'
         ) from None
     if type(definition) is DefinedTool and definition._render is None:
-        # Fast path ≡ the line below (its render is `render_value`), built in one go; pinned
-        # by benchmarks/bench_overhead.py "define_tool".
+        # Fast path ≡ the line below (its render is `render_value`), i.e. `reference._body_success`,
+        # built in one go; pinned by tests/test_reference_differential.py::
+        # test_an_event_at_every_stage_matches; its speed by benchmarks/bench_overhead.py
+        # "define_tool".
         return rendered_success(value)
     return materialized_success(value, definition.render(args, value))
 
@@ -1089,7 +1057,7 @@ def _host_cancelled_body(run: CallState) -> None:
     """
     deadline = run._deadline
     if deadline is not None and deadline.owns(run._host):
-        run._body_result = deadline.timed_out(aborted_result(body_invoked=True))
+        run._body_result = deadline.timed_out(classify(body_invoked=True))
     run._pending = None
     host = run._host
     if host is not None:  # a body that never looked holds nothing to tell
@@ -1122,17 +1090,13 @@ def _body_settled(run: CallState, result: ToolResult) -> ToolResult:
 
 
 def _after_abort(run: CallState, result: ToolResult) -> ToolResult:
-    """What the caller's abort makes of ``result`` once a stage has produced it (contract §5).
+    """`_outcomes.after_abort` for ``run``: what the caller's abort makes of ``result``.
 
-    The one rule for an abort that lands while the body, a wrapper or post-execute runs:
-    a success becomes ``ABORTED`` if the body was invoked, else ``ABORTED_BEFORE_DISPATCH``,
-    with its contexts; a failure stays (cancellation never replaces a failure). Every stage
-    applies it through this function. Host cancellation is `_settle_interrupted`'s.
+    For an abort that lands while the body, a wrapper or post-execute runs (contract §5);
+    every stage applies it through this function. Host cancellation is `_settle_interrupted`'s.
     """
-    if result.is_error or not run._caller_signal._aborted:
-        return result
-    return aborted_result(
-        body_invoked=run._body_invoked, additional_contexts=result.additional_contexts
+    return after_abort(
+        result, caller_aborted=run._caller_signal._aborted, body_invoked=run._body_invoked
     )
 
 
@@ -1144,40 +1108,24 @@ def _stage_raised(
 ) -> bool:
     """Settle a call whose stage raised ``error``; ``False`` when ``error`` must propagate.
 
-    The one rule for what a pre-execute listener, a guard, the approval service, an
-    around-dispatch wrapper or a post-execute listener raises (contract §5, a stage that
-    raises its abort):
-
-    - the caller's abort raised by a stage that was told to stop — `_is_abort_reason`, the
-      body's own test: an `AbortError` or the caller's reason, once the caller's signal has
-      aborted, as ``await exec.signal.wait(); exec.signal.raise_if_aborted()`` does — is
-      cancellation, not the stage's failure. The call ends as if the stage had returned
-      and the registry had then read the caller's signal: ``ABORTED`` if the body was
-      invoked, else ``ABORTED_BEFORE_DISPATCH``, with ``contexts``; a failure already
-      established (``held``: the body's failure a wrapper held, or the dispatched result a
-      post-execute listener saw) stays. The result is not final: post-execute still runs
-      for it if it has not run yet, as for any abort noticed after a stage;
-    - any other `Exception` is the stage's failure, final: post-execute does not run;
-    - anything else (the host's cancellation, a real interrupt) propagates.
+    For a pre-execute listener, a guard, the approval service, an around-dispatch wrapper
+    or a post-execute listener: the rule is `_outcomes.stage_raised` (contract §5, a stage
+    that raises its abort), told whether ``error`` is the caller's abort by the body's own
+    test (`_is_abort_reason`). ``held`` is a failure already established: the body's
+    failure a wrapper held, or the dispatched result a post-execute listener saw.
     """
-    if _is_abort_reason(run, error):
-        host = run._host
-        if error is run._caller_signal._reason or (host is not None and error is host._reason):
-            # One shared reason raised by many calls must not keep their frames alive.
-            # BaseException's own method: a reason's override (or __traceback__ setter)
-            # may raise.
-            BaseException.with_traceback(error, None)
-        if type(held) is ToolFailure and held.code not in _CANCELLATION_CODES:
-            run._result = held  # contract §5: cancellation never replaces a failure
-        else:
-            run._result = aborted_result(
-                body_invoked=run._body_invoked, additional_contexts=contexts
-            )
-        return True
-    if not issubclass(type(error), Exception):
+    decided = stage_raised(
+        error,
+        is_abort=_told_to_stop(run, error),
+        body_invoked=run._body_invoked,
+        contexts=contexts,
+        held=held,
+    )
+    if decided is None:
         return False
-    run._result = failure_from_exception(error, additional_contexts=contexts)
-    run._final = True
+    run._result = decided.result
+    if decided.final:
+        run._final = True
     return True
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast, final, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, final, get_args, overload
 
 from ._capabilities import (
     Elicited,
@@ -30,9 +30,10 @@ from ._capabilities import (
     unavailable,
 )
 from ._delivery import Delivery
-from ._errors import AbortError
+from ._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH
 from ._json import JsonValue, MaterializationError, materialize
-from ._results import ContentBlock, ToolFailure, ToolResult, aborted_result, failure_from_exception
+from ._outcomes import body_raised, is_abort
+from ._results import ContentBlock, ToolFailure, ToolResult
 from ._signals import AbortSignal, FusedSignal, fuse_owned
 from ._timeouts import Deadline, Elsewhere
 from ._views import ExecutionToken
@@ -44,7 +45,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["CallState", "DispatchView", "_body_failure", "_is_abort_reason"]
+__all__ = [
+    "Boundary",
+    "CallState",
+    "DispatchView",
+    "_body_failure",
+    "_check_invariants",
+    "_is_abort_reason",
+    "_told_to_stop",
+]
 
 Finalizer = Callable[["ToolExecution", ToolResult], "Sequence[ContentBlock] | None"]
 
@@ -60,7 +69,35 @@ _new_token = object.__new__  # ExecutionToken without its guarding __init__
 
 @final
 class CallState:
-    """One execution's state. Only the registry creates and mutates it."""
+    """One execution's state. Only a registry (the engine, or the reference) creates and mutates it.
+
+    The legal states of a call, at each boundary between the stages the registry drives
+    (`_check_invariants` asserts them; the schedule search and the differential tests call
+    it at every boundary, of the reference pipeline's calls too). Between stages, always:
+    the body is not running (``_in_body`` false, nothing ``_pending``), ``_signal`` is the
+    caller's again, a ``_final`` call has its ``_result``, and a ``_denied`` call has a
+    failure and never invoked its body.
+
+    ===============  ============================  ===========  ===========  ==============
+    boundary         ``_result``                   ``_final``   ``_denied``  body invoked
+    ===============  ============================  ===========  ===========  ==============
+    started          ``None``, settled at entry,   iff settled  with a       no
+                     or denied at entry                         denial
+    before dispatch  ``None`` (dispatch next), a   may be       with a       no
+                     denial, a cancellation, or    (a stage     denial
+                     a stage's failure             failed)
+    dispatched       set                           may be       may be       may be
+    post-executed    set                           may be       may be       may be
+    published        set                           may be       may be       may be
+    ===============  ============================  ===========  ===========  ==============
+
+    And the classification (contract §5): a cancellation result the registry made says
+    ``ABORTED`` only if the body was invoked, ``ABORTED_BEFORE_DISPATCH`` only if it was
+    not — unless an around-dispatch wrapper returned a cancellation result of its own
+    making, which is the wrapper's result like any other. "Body invoked" has one writer,
+    this class: `_invoke` right before the body call, `_never_started` for a synchronous
+    body whose thread job was withdrawn before it started.
+    """
 
     __slots__ = (
         "_agent",
@@ -140,6 +177,26 @@ class CallState:
         self._final = False
         self._denied = False
         self._result = None
+
+    # -- "body invoked" (contract §5.6): written here only, by the two transitions below --
+
+    def _invoke(self, handed: AbortSignal) -> None:
+        """The body is called next: it runs, ``handed`` fused into its signal when read.
+
+        "Body invoked" is recorded immediately before the body call (argument validation is
+        part of the body call); both engines call this, and nothing else sets it.
+        """
+        self._pending = handed
+        self._in_body = True
+        self._body_invoked = True
+
+    def _never_started(self) -> None:
+        """A synchronous body's thread job was withdrawn before a thread ran the function.
+
+        The function never ran, so the body was not invoked after all (contract §5.6): the
+        call ends ``ABORTED_BEFORE_DISPATCH``. Only `toolseam._threads` knows this.
+        """
+        self._body_invoked = False
 
     def _body_signal(self) -> AbortSignal:
         """The body's signal, fused from its sources now if nobody has read it yet.
@@ -474,35 +531,90 @@ class DispatchView:
 
 
 def _is_abort_reason(run: CallState, error: BaseException) -> bool:
-    """Whether ``error`` is the body stopping because it was told to (the caller aborted).
+    """`_outcomes.is_abort` for ``run``: ``error`` is it stopping because it was told to.
 
-    Only ``type(error)`` is trusted: ``isinstance`` consults ``__class__``, which a hostile
-    exception can make raise.
+    For the body and for every stage: the caller aborted, and ``error`` is an `AbortError`,
+    the caller's reason or the reason of the body's own signal.
     """
     caller = run._caller_signal
-    if not caller._aborted:
+    if not caller._aborted:  # the common case, without a call
         return False
-    if issubclass(type(error), AbortError) or error is caller._reason:
-        return True
     host = run._host
-    return host is not None and error is host._reason
+    return is_abort(
+        error,
+        caller_reason=caller._reason,
+        caller_aborted=True,
+        host_reason=None if host is None else host._reason,
+    )
+
+
+def _told_to_stop(run: CallState, error: BaseException) -> bool:
+    """`_is_abort_reason`; a shared reason it recognises is let go of its traceback.
+
+    One reason raised by many bodies or stages must not keep their frames alive.
+    BaseException's own method: a reason's override (or ``__traceback__`` setter) may raise,
+    and the call would end in that error instead of ``ABORTED``.
+    """
+    if not _is_abort_reason(run, error):
+        return False
+    host = run._host
+    if error is run._caller_signal._reason or (host is not None and error is host._reason):
+        BaseException.with_traceback(error, None)
+    return True
 
 
 def _body_failure(run: CallState, error: BaseException) -> ToolFailure:
-    """The body's exception as its outcome: cancellation when it was told to stop."""
-    if not run._body_invoked and issubclass(type(error), AbortError):
-        # A sync body's job withdrawn before a thread started it, whichever signal aborted
-        # (the caller's, a wrapper's): the function never ran (contract §5.6).
-        return aborted_result(body_invoked=False)
-    if _is_abort_reason(run, error):
-        host = run._host
-        if error is run._caller_signal._reason or (host is not None and error is host._reason):
-            # One shared reason raised by many bodies must not keep their frames alive.
-            # BaseException's own method: a reason's override (or __traceback__ setter) may
-            # raise, and the call would end in that error instead of ABORTED.
-            BaseException.with_traceback(error, None)
-        return aborted_result(body_invoked=run._body_invoked)
-    return failure_from_exception(error)
+    """The body's exception as its outcome (`_outcomes.body_raised`).
+
+    A sync body's job withdrawn before a thread started it (an `AbortError` while the body
+    is not invoked, whichever signal aborted) never ran (contract §5.6).
+    """
+    return body_raised(
+        error, body_invoked=run._body_invoked, told_to_stop=_told_to_stop(run, error)
+    )
+
+
+Boundary = Literal["started", "before dispatch", "dispatched", "post-executed", "published"]
+_BOUNDARIES: tuple[Boundary, ...] = get_args(Boundary)
+
+
+def _check_invariants(run: CallState, boundary: Boundary, *, wrapper_results: bool = False) -> None:
+    """Assert that ``run`` is in a legal state at ``boundary`` (the table of `CallState`).
+
+    For tests only: the engine never calls it. ``wrapper_results``: a wrapper may have
+    returned a cancellation result of its own making, so the classification is not checked.
+
+    Raises:
+        AssertionError: naming the broken invariant and the flags.
+    """
+    stage = _BOUNDARIES.index(boundary)
+    result = run._result
+    flags = (
+        f"at {boundary}: result={result!r} final={run._final} denied={run._denied} "
+        f"body_invoked={run._body_invoked} in_body={run._in_body} pending={run._pending!r}"
+    )
+    if run._in_body or run._pending is not None:
+        raise AssertionError(f"the body runs between stages {flags}")
+    if run._signal is not run._caller_signal:
+        raise AssertionError(f"exec.signal is not the caller's between stages {flags}")
+    if run._final and result is None:
+        raise AssertionError(f"final without a result {flags}")
+    if run._denied and (type(result) is not ToolFailure or run._body_invoked):
+        raise AssertionError(f"a denial that is not a failure, or invoked its body {flags}")
+    if stage <= 1 and run._body_invoked:
+        raise AssertionError(f"the body was invoked before dispatch {flags}")
+    if stage == 0 and result is not None and not (run._final or run._denied):
+        raise AssertionError(f"a call settled at entry is final (or denied) {flags}")
+    if stage == 1 and result is None and (run._final or run._denied):
+        raise AssertionError(f"final or denied without a result {flags}")
+    if stage >= 2 and result is None:
+        raise AssertionError(f"no result after dispatch {flags}")
+    if type(result) is ToolFailure and not wrapper_results:
+        code = result.code
+        if code == TOOL_ABORTED and not run._body_invoked:
+            raise AssertionError(f"ABORTED although the body was not invoked {flags}")
+        if code == TOOL_ABORTED_BEFORE_DISPATCH and run._body_invoked:
+            raise AssertionError(f"ABORTED_BEFORE_DISPATCH although the body was invoked {flags}")
 
 
 _FIELDS = (

@@ -178,9 +178,10 @@ class AbortSignal:
         if self._aborted:
             await anyio.lowlevel.checkpoint()
             return
-        # Fast paths ≡ the anyio.Event wait at the end, with the backend's own wait: an abort
-        # then costs one listener call and the loop's wake-up, as an Event would (anyio's
-        # Event adds a layer on each side); pinned by benchmarks/bench_cancel_latency.py.
+        # Fast paths ≡ the anyio.Event wait at the end, with the backend's own wait: an abort then
+        # costs one listener call and the loop's wake-up, as an Event would (anyio's Event adds a
+        # layer on each side); pinned by tests/test_signals.py::TestWaitPaths (each test on both
+        # paths); its speed by benchmarks/bench_cancel_latency.py.
         loop = _running_loop()
         if loop is not None:
             future = loop.create_future()
@@ -224,7 +225,9 @@ class AbortSignal:
         def wake(_signal: AbortSignal) -> None:
             nonlocal done
             if _get_ident() == loop_thread:
-                if not done:  # ≡ reschedule(), inline: on every abort (bench_cancel_latency)
+                # ≡ reschedule(), inline: on every abort (bench_cancel_latency); pinned by
+                # tests/test_signals.py::TestWaitPaths::test_an_abort_in_the_loop_wakes_the_waiter
+                if not done:
                     done = True
                     lowlevel.reschedule(task)
                 return
@@ -409,15 +412,19 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
     """
     listeners: dict[int, Listener] | None = None  # of ``root``, once detached
     calls: Sequence[tuple[Listener, AbortSignal]] = ()
-    _acquire()  # ≡ `with _lock:`, cheaper bound (bench_cancel_latency.py), on every abort
+    # ≡ `with _lock:` (as around `_abort_fused`), cheaper bound (bench_cancel_latency.py), on every
+    # abort; pinned by tests/test_signals.py::TestFastPathsEqualTheirSlowPaths.
+    _acquire()
     try:
         if root._aborted:
             return None
         dependents = root._dependents
         if dependents is None:
             # Fast path ≡ `_abort_fused` of a signal nothing is fused from: no walk, no lists;
-            # pinned by benchmarks/bench_cancel_latency.py "AbortSignal.wait". The listeners
-            # are detached under the lock, and emptied once taken (see AbortSignal._attach).
+            # pinned by tests/test_signals.py::TestFastPathsEqualTheirSlowPaths::
+            # test_an_abort_equals_the_general_walk ("alone, ..."); its speed by
+            # benchmarks/bench_cancel_latency.py "AbortSignal.wait". The listeners are detached
+            # under the lock, and emptied once taken (see AbortSignal._attach).
             root._aborted = True
             root._reason = reason
             listeners = root._listeners
@@ -425,9 +432,10 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
                 return None
             root._listeners = None
         elif len(dependents) == 1 and root._listeners is None:
-            # Fast path ≡ `_abort_fused` of a signal with one fused dependent and no listener
-            # of its own (a caller's signal and its body's): no walk; pinned by
-            # benchmarks/bench_cancel_latency.py "tool body".
+            # Fast path ≡ `_abort_fused` of a signal with one fused dependent and no listener of its
+            # own (a caller's signal and its body's): no walk; pinned by tests/test_signals.py::
+            # TestFastPathsEqualTheirSlowPaths::test_an_abort_equals_the_general_walk ("one
+            # dependent, ..."); its speed by benchmarks/bench_cancel_latency.py "tool body".
             [fused] = dependents
             if fused._dependents is not None:
                 calls = _abort_fused(root, reason)
@@ -453,8 +461,10 @@ def _trigger(root: AbortSignal, reason: object) -> BaseException | None:
             # Taken and emptied in one call (see AbortSignal._attach): cheaper than
             # unpacking the values alone.
             callback = listeners.popitem()[1]
-            # Fast path ≡ `_run_listener(callback, root)` without its frame: one listener is
-            # the common case; pinned by benchmarks/bench_cancel_latency.py.
+            # Fast path ≡ `_run_listener(callback, root)` without its frame: one listener is the
+            # common case; pinned by tests/test_signals.py::TestFastPathsEqualTheirSlowPaths::
+            # test_an_abort_equals_the_general_walk ("..., one listener"); its speed by
+            # benchmarks/bench_cancel_latency.py.
             try:
                 callback(root)
             except BaseException as error:
@@ -511,8 +521,10 @@ class AbortController:
     __slots__ = ("_signal",)
 
     def __init__(self) -> None:
-        # ≡ AbortSignal(_KEY) without its guarding __init__: one controller per call; pinned
-        # by benchmarks/bench_overhead.py (each call builds a controller).
+        # ≡ AbortSignal(_KEY) without its guarding __init__: one controller per call; pinned by
+        # tests/test_signals.py::TestFastPathsEqualTheirSlowPaths::
+        # test_signals_are_built_as_the_constructor_builds_them; its speed by
+        # benchmarks/bench_overhead.py (each call builds a controller).
         signal = _new_signal(AbortSignal)
         signal._aborted = False
         signal._reason = None
@@ -538,8 +550,10 @@ class AbortController:
         if signal._aborted:
             return
         if reason is None:
-            # ≡ AbortError(), without its __init__ (its reason is the class's None): one per
-            # abort without a reason; pinned by benchmarks/bench_cancel_latency.py.
+            # ≡ AbortError(), without its __init__ (its reason is the class's None): one per abort
+            # without a reason; pinned by tests/test_signals.py::TestFastPathsEqualTheirSlowPaths::
+            # test_an_abort_without_a_reason_is_a_plain_abort_error; its speed by
+            # benchmarks/bench_cancel_latency.py.
             reason = _new_exception(AbortError)
         interrupt = _trigger(signal, reason)
         if interrupt is not None:
@@ -637,8 +651,10 @@ def fuse_owned(*signals: AbortSignal) -> FusedSignal:
 
 def _attach(signals: tuple[AbortSignal, ...], sources: tuple[AbortSignal, ...]) -> FusedSignal:
     """A new signal fused from ``sources`` (distinct ``signals``), in one locked step."""
-    # ≡ AbortSignal(_KEY) without its guarding __init__, as in AbortController (one fusion
-    # per body that reads its signal: benchmarks/bench_cancel_latency.py "tool body").
+    # ≡ AbortSignal(_KEY) without its guarding __init__, as in AbortController (one fusion per body
+    # that reads its signal: benchmarks/bench_cancel_latency.py "tool body"); pinned by
+    # tests/test_signals.py::TestFastPathsEqualTheirSlowPaths::
+    # test_signals_are_built_as_the_constructor_builds_them.
     fused = _new_signal(AbortSignal)
     fused._aborted = False
     fused._reason = None

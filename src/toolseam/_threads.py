@@ -128,10 +128,10 @@ async def run_in_worker_thread(run: CallState, call: Callable[[], T]) -> T:
     try:
         acquired = await _acquire(limiter, job, host)
     except anyio.get_cancelled_exc_class():
-        run._body_invoked = False  # the host cancelled while the job queued: never ran
+        run._never_started()  # the host cancelled while the job queued
         raise
     if not acquired:
-        run._body_invoked = False
+        run._never_started()
         raise AbortError(host.reason)
     # Calls the body makes from its thread (with this token as their parent) are one
     # level deeper; restored for whatever the token is used for after the thread.
@@ -170,7 +170,7 @@ async def _run_job(run: CallState, job: _Job, host: AbortSignal, call: Callable[
             job.withdrawn = True
             started = job.started
         if not started:
-            run._body_invoked = False  # contract §5.6: the function never started
+            run._never_started()  # contract §5.6: the function never started
             raise
         # Tell the body, then wait for it: the thread is never abandoned.
         abort_for_host(host)

@@ -154,7 +154,9 @@ class ToolExecutionInput:
     ) -> None:
         # ≡ the __init__ dataclass writes (object.__setattr__ per field), through the slots'
         # own setters: 0.4 us less on every call a caller makes. Pinned by
-        # benchmarks/bench_overhead.py "define_tool"; tests/test_perf_engine.py checks the fields.
+        # tests/test_perf_engine.py::TestBatchPool::
+        # test_the_constructor_keeps_the_dataclass_behaviour; its speed by
+        # benchmarks/bench_overhead.py "define_tool".
         _set_input_call_id(self, call_id)
         _set_input_name(self, name)
         _set_input_arguments(self, arguments)

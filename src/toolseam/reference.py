@@ -82,11 +82,13 @@ class _Call:
 
     def told_to_stop(self, error: BaseException) -> bool:
         """Whether ``error`` is the caller's abort (or the body signal's host abort)."""
-        caller = self.caller
-        if rules.is_abort(error, caller_reason=caller.reason, caller_aborted=caller.aborted):
-            return True
-        host = self.run._host
-        return caller.aborted and host is not None and error is host.reason
+        caller, host = self.caller, self.run._host
+        return rules.is_abort(
+            error,
+            caller_reason=caller.reason,
+            caller_aborted=caller.aborted,
+            host_reason=_reason(host),
+        )
 
 
 @final
@@ -385,9 +387,9 @@ class ReferenceRegistry:
         deadline = None
         if self._timeouts and definition.timeout is not None:
             deadline = run._deadline = Deadline(definition.timeout, call.caller, handed)
-        run._pending = handed  # the body's signal: fuse(caller, host, handed), when read
-        run._in_body = True
-        run._body_invoked = True  # immediately before the body call (contract §5.6)
+        # The body's signal: fuse(caller, host, handed), when read; "body invoked" is
+        # recorded immediately before the body call (contract §5.6).
+        run._invoke(handed)
         try:
             # A define_tool `def` body runs in a worker thread (toolseam._threads) and is
             # awaited until the thread returns; it is told through this same signal: the
