@@ -22,6 +22,7 @@ from ._capabilities import (
     SamplingRequest,
 )
 from ._json import JsonValue
+from ._principal import Principal
 from ._signals import AbortSignal
 
 __all__ = [
@@ -133,6 +134,8 @@ class ToolExecutionInput:
     """The token of the execution that started this nested call."""
     host: ToolHost | None = None
     """What the caller offers the body: progress and log sinks, elicitation, sampling."""
+    principal: Principal | None = None
+    """Who is calling, authenticated (contract §14); ``None``: an in-process caller."""
 
     def __init__(
         self,
@@ -145,6 +148,7 @@ class ToolExecutionInput:
         agent: object | None = None,
         parent: ExecutionToken | None = None,
         host: ToolHost | None = None,
+        principal: Principal | None = None,
     ) -> None:
         # ≡ the __init__ dataclass writes (object.__setattr__ per field), through the slots'
         # own setters: 0.4 us less on every call a caller makes. Pinned by
@@ -157,6 +161,7 @@ class ToolExecutionInput:
         _set_input_agent(self, agent)
         _set_input_parent(self, parent)
         _set_input_host(self, host)
+        _set_input_principal(self, principal)
 
 
 _INPUT_FIELDS = (
@@ -168,6 +173,7 @@ _INPUT_FIELDS = (
     "agent",
     "parent",
     "host",
+    "principal",
 )
 """Every field of `ToolExecutionInput`, in order (a test checks it against the dataclass)."""
 (
@@ -179,6 +185,7 @@ _INPUT_FIELDS = (
     _set_input_agent,
     _set_input_parent,
     _set_input_host,
+    _set_input_principal,
 ) = cast(
     "tuple[Callable[[ToolExecutionInput, object], None], ...]",
     tuple(getattr(cast("Any", ToolExecutionInput), field).__set__ for field in _INPUT_FIELDS),
@@ -231,6 +238,11 @@ class ToolExecution(Protocol):
     @property
     def host(self) -> ToolHost | None:
         """What the caller offers the body (``None``: nothing beyond the signal)."""
+        ...
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who is calling, authenticated (contract §14); ``None``: an in-process caller."""
         ...
 
     @property

@@ -36,12 +36,15 @@ import jwt
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
 
+from .._principal import Principal
+
 __all__ = [
     "REDACTED_TOKEN",
     "HttpAuth",
     "HttpLimits",
     "JwtTokens",
     "StaticTokens",
+    "principal_of",
 ]
 
 REDACTED_TOKEN: Final = "[redacted]"
@@ -398,3 +401,23 @@ class HttpLimits:
         for name, value in values.items():
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def principal_of(access: AccessToken) -> Principal:
+    """The `Principal` of a verified token: its subject (or client), scopes and claims.
+
+    Never its ``token``: toolseam's verifiers redact it already, and any other verifier's
+    is left behind here. Claims that are not JSON are left out.
+    """
+    name = access.subject or access.client_id or "unknown"
+    claims: Mapping[str, Any] = access.claims or {}
+    try:
+        return Principal(name, access.scopes, claims)
+    except (TypeError, ValueError):
+        # A verifier's odd claims or scope names cost the caller its claims, or its
+        # scopes, never the call's principal.
+        scopes = [scope for scope in access.scopes if scope and scope.split() == [scope]]
+        try:
+            return Principal(name, scopes, claims)
+        except TypeError:
+            return Principal(name, scopes)
