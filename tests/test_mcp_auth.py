@@ -42,7 +42,7 @@ from mcp.server.auth.provider import AccessToken
 from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD
-from toolseam import ToolRegistry, ToolRunContext, define_tool
+from toolseam import Principal, ToolRegistry, ToolResult, ToolRunContext, define_tool
 from toolseam.mcp import (
     HttpAuth,
     HttpLimits,
@@ -371,6 +371,124 @@ async def test_a_session_refuses_another_principals_token() -> None:
     assert opened.status_code == 200
     assert stolen.status_code == 404  # as if the session did not exist
     assert bodies.ran == []
+
+
+# -- who is calling reaches the pipeline: per-tool scopes (contract §14) ---------------------
+
+
+class Scoped:
+    """A registry with an open ``touch`` and a ``wipe`` that needs the ``admin`` scope."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.principals: list[Principal | None] = []
+        self.published: list[tuple[Principal | None, ToolResult]] = []
+        self.registry = ToolRegistry()
+
+        @define_tool(name="touch", description="Record the caller.")
+        async def touch(args: TouchArgs, exec: ToolRunContext) -> str:
+            self.ran.append("touch")
+            self.principals.append(exec.principal)
+            return "touched"
+
+        @define_tool(name="wipe", description="Wipe everything.", scopes=["admin"])
+        async def wipe(args: TouchArgs, exec: ToolRunContext) -> str:
+            self.ran.append("wipe")
+            return "wiped"
+
+        self.registry.register(touch)
+        self.registry.register(wipe)
+        self.registry.on_result(
+            lambda exec, result: self.published.append((exec.principal, result))
+        )
+
+
+def scoped_auth() -> HttpAuth:
+    tokens = StaticTokens([(ALICE, "alice", ["tools"]), (BOB, "bob", ["tools", "admin"])])
+    return HttpAuth(verifier=tokens, authorization_servers=[ISSUER])
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_tools_list_shows_a_principal_only_what_it_may_call(era: Era) -> None:
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=scoped_auth()) as url,
+            connect(url, era, ALICE) as alice,
+            connect(url, era, BOB) as bob,
+        ):
+            seen_by_alice = [tool.name for tool in (await alice.list_tools()).tools]
+            seen_by_bob = [tool.name for tool in (await bob.list_tools()).tools]
+    assert seen_by_alice == ["touch"]
+    assert seen_by_bob == ["touch", "wipe"]
+    assert scoped.ran == []
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_without_the_tools_scope_is_denied_and_no_body_runs(era: Era) -> None:
+    """The attacker knows the hidden tool's name and calls it anyway."""
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=scoped_auth()) as url,
+            connect(url, era, ALICE) as alice,
+        ):
+            denied = await alice.call_tool("wipe", {"note": "x"})
+            allowed = await alice.call_tool("touch", {"note": "x"})
+    assert denied.is_error
+    assert _texts(denied) == ["Error: tool call denied: the caller lacks the scope admin"]
+    assert _texts(allowed) == ["touched"]
+    assert scoped.ran == ["touch"]  # never "wipe"
+    (who, result), _ = scoped.published
+    assert who == Principal("alice", ["tools"])
+    assert result.is_error
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_principal_with_the_scope_calls_the_tool(era: Era) -> None:
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=scoped_auth()) as url,
+            connect(url, era, BOB) as bob,
+        ):
+            result = await bob.call_tool("wipe", {"note": "x"})
+    assert _texts(result) == ["wiped"]
+    assert scoped.ran == ["wipe"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_body_sees_the_principal_of_the_token_never_the_token(
+    keys: Keys, era: Era
+) -> None:
+    scoped = Scoped()
+    token = keys.token(sub="dave", scope="tools admin", tenant="t1")
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=jwt_auth(keys)) as url,
+            connect(url, era, token) as dave,
+        ):
+            await dave.call_tool("touch", {"note": "x"})
+            listed = [tool.name for tool in (await dave.list_tools()).tools]
+    [principal] = scoped.principals
+    assert principal is not None
+    assert principal.name == "dave"
+    assert principal.scopes == frozenset({"tools", "admin"})
+    assert principal.claims["tenant"] == "t1"
+    assert principal.claims["iss"] == ISSUER
+    assert token not in repr(dict(principal.claims))
+    assert listed == ["touch", "wipe"]
+
+
+async def test_without_authentication_there_is_no_principal() -> None:
+    """Loopback without `HttpAuth`: the caller is trusted as an in-process one."""
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with serving(scoped.registry) as url, connect(url, "2025", "ignored") as client:
+            await client.call_tool("touch", {"note": "x"})
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+    assert scoped.principals == [None]
+    assert listed == ["touch", "wipe"]
 
 
 # -- Origin and Host -------------------------------------------------------------------------
