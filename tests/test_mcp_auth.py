@@ -22,6 +22,7 @@ import json
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,8 +43,17 @@ from mcp.server.auth.provider import AccessToken
 from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD
-from toolseam import Principal, ToolRegistry, ToolResult, ToolRunContext, define_tool
+from toolseam import (
+    AbortController,
+    Principal,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+    define_tool,
+)
 from toolseam.mcp import (
+    ClientCredentials,
     HttpAuth,
     HttpLimits,
     JwtTokens,
@@ -808,6 +818,139 @@ async def test_the_gateway_presents_its_own_credentials_never_the_clients() -> N
     assert upstream.callers == ["alice"]  # the gateway's credential, not its client's
 
 
+class AuthorizationServer:
+    """An OAuth authorization server on loopback: RFC 8414 metadata and a token endpoint.
+
+    It grants ``client_credentials`` to one client (HTTP Basic), issuing opaque tokens that
+    `verifier` then accepts, and records every token request (without its secret).
+    """
+
+    CLIENT = "gateway-client"
+    SECRET = "gateway-secret-do-not-print-0123"
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, str]] = []
+        self.issued: dict[str, AccessToken] = {}
+        served = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path != "/.well-known/oauth-authorization-server":
+                    self._answer(404, {"error": "not_found"})
+                    return
+                self._answer(
+                    200,
+                    {
+                        "issuer": served.issuer,
+                        "authorization_endpoint": f"{served.issuer}/authorize",
+                        "token_endpoint": f"{served.issuer}/token",
+                        "grant_types_supported": ["client_credentials"],
+                        "scopes_supported": ["tools", "admin"],
+                        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                    },
+                )
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                basic = base64.b64encode(f"{served.CLIENT}:{served.SECRET}".encode()).decode()
+                served.requests.append({k: v for k, v in form.items() if "secret" not in k})
+                if self.headers.get("authorization") != f"Basic {basic}":
+                    self._answer(401, {"error": "invalid_client"})
+                    return
+                token = f"issued-{len(served.issued)}"
+                served.issued[token] = AccessToken(
+                    token=token, client_id=served.CLIENT, scopes=form.get("scope", "").split()
+                )
+                self._answer(
+                    200, {"access_token": token, "token_type": "Bearer", "expires_in": 300}
+                )
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The upstream's `TokenVerifier`: only tokens this server issued."""
+        return self.issued.get(token)
+
+    def __enter__(self) -> AuthorizationServer:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.filterwarnings("error::DeprecationWarning")
+async def test_the_gateway_gets_its_upstream_token_by_client_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SDK's client-credentials provider, against a real token endpoint on loopback."""
+    upstream = Scoped()
+    gateway = ToolRegistry()
+    with AuthorizationServer() as issuer:
+        upstream_auth = HttpAuth(verifier=issuer, authorization_servers=[issuer.issuer])
+        credentials = ClientCredentials(
+            issuer=issuer.issuer,
+            client_id=issuer.CLIENT,
+            client_secret=issuer.SECRET,
+        )
+        with anyio.fail_after(GUARD):
+            async with (
+                serving(upstream.registry, auth=upstream_auth) as upstream_url,
+                mount_upstreams(gateway, {"up": upstream_url}, oauth={"up": credentials}) as up,
+            ):
+                call = ToolExecutionInput(
+                    call_id="c1",
+                    name="up_wipe",
+                    arguments={"note": "x"},
+                    signal=AbortController().signal,
+                )
+                result = await gateway.execute(call)
+    assert up == {"up": ["up_touch", "up_wipe"]}  # the token's scopes show it wipe
+    assert not result.is_error
+    assert upstream.ran == ["wipe"]
+    [asked] = issuer.requests  # one token, kept for the connection
+    assert asked == {
+        "grant_type": "client_credentials",
+        "resource": upstream_url,
+        "scope": "tools admin",
+    }
+    assert issuer.SECRET not in repr(credentials)
+    assert issuer.SECRET not in caplog.text
+
+
+async def test_wrong_client_credentials_fail_the_mount_without_showing_the_secret() -> None:
+    upstream = Scoped()
+    with AuthorizationServer() as issuer:
+        upstream_auth = HttpAuth(verifier=issuer, authorization_servers=[issuer.issuer])
+        wrong = ClientCredentials(
+            issuer=issuer.issuer, client_id=issuer.CLIENT, client_secret="not-the-secret-42"
+        )
+        with anyio.fail_after(GUARD):
+            async with serving(upstream.registry, auth=upstream_auth) as upstream_url:
+                with pytest.raises(ConnectionError) as caught:
+                    async with mount_upstreams(
+                        ToolRegistry(), {"up": upstream_url}, oauth={"up": wrong}
+                    ):
+                        pass
+    assert "not-the-secret-42" not in str(caught.value)
+    assert issuer.issued == {}
+    assert upstream.ran == []
+
+
 async def test_an_upstream_refusing_the_gateway_shows_no_secret() -> None:
     upstream = Bodies()
     only_alice = HttpAuth(verifier=StaticTokens([(ALICE, "alice", ["tools"])]))
@@ -839,3 +982,17 @@ def test_the_command_line_reads_upstream_secrets_from_env_or_file(
     status = main([*base, "--upstream-bearer", "other=env:X"])
     assert status == 2
     assert "no --upstream named 'other'" in capsys.readouterr().err
+    for malformed in ("up=env:X", "up=client=env:X", "other=https://as.example=c=env:X"):
+        status = main([*base, "--upstream-client-credentials", malformed])
+        assert status == 2
+        assert "expected NAME=ISSUER=CLIENT_ID=SOURCE" in capsys.readouterr().err
+    monkeypatch.setenv("TOOLSEAM_TEST_CLIENT_SECRET", "client-secret-never-shown")
+    status = main(
+        [
+            *base,
+            "--upstream-client-credentials",
+            "up=http://127.0.0.1:9=gateway=env:TOOLSEAM_TEST_CLIENT_SECRET",
+        ]
+    )
+    assert status == 1  # nothing listens on port 9: the mount fails, plainly
+    assert "client-secret-never-shown" not in capsys.readouterr().err

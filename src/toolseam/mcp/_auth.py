@@ -26,20 +26,23 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, cast, final
+from typing import Any, Final, Literal, cast, final
 
 import anyio
 import anyio.to_thread
+import httpx2
 import jwt
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from .._principal import Principal
 
 __all__ = [
     "REDACTED_TOKEN",
+    "ClientCredentials",
     "HttpAuth",
     "HttpLimits",
     "JwtTokens",
@@ -421,3 +424,77 @@ def principal_of(access: AccessToken) -> Principal:
             return Principal(name, scopes, claims)
         except TypeError:
             return Principal(name, scopes)
+
+
+@final
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClientCredentials:
+    """The gateway's own OAuth client credentials for one upstream (the client side).
+
+    With these, the gateway gets its access token from the upstream's authorization server
+    by the ``client_credentials`` grant, through the MCP SDK's
+    ``ClientCredentialsOAuthProvider``: on the upstream's 401 it reads the upstream's RFC
+    9728 metadata, then the authorization server's, asks its token endpoint (with the RFC
+    8707 ``resource`` of the upstream, and the scopes MCP's scope selection picks: the
+    upstream's ``WWW-Authenticate`` challenge, else its metadata's ``scopes_supported``,
+    else the authorization server's) and presents the token; a new one is fetched when the
+    upstream refuses it. Tokens are kept in memory only. The secret never appears in a
+    ``repr``, a log or an error message.
+
+    Attributes:
+        issuer: The authorization server these credentials belong to (its issuer URL):
+            they are sent to no other, whatever the upstream's metadata names.
+        client_id: The gateway's client id at that authorization server.
+        client_secret: Its secret.
+        auth_method: How the secret is presented at the token endpoint.
+    """
+
+    issuer: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+
+    def __post_init__(self) -> None:
+        """Refuse an issuer that is not an http(s) URL, or an empty id or secret."""
+        if not self.issuer.startswith(("https://", "http://")):
+            raise ValueError(f"the issuer must be an http(s) URL, got {self.issuer!r}")
+        if not self.client_id or not self.client_secret:
+            raise ValueError("client credentials need a client id and a secret")
+
+    def provider(self, server_url: str) -> httpx2.Auth:
+        """The SDK's ``ClientCredentialsOAuthProvider`` for the upstream at ``server_url``."""
+        from mcp.client.auth.extensions.client_credentials import (
+            ClientCredentialsOAuthProvider,
+        )
+
+        return ClientCredentialsOAuthProvider(
+            server_url=server_url,
+            storage=_MemoryTokens(),
+            client_id=self.client_id,
+            client_secret=self.client_secret,
+            token_endpoint_auth_method=self.auth_method,
+            issuer=self.issuer,
+        )
+
+
+@final
+class _MemoryTokens:
+    """The SDK's ``TokenStorage``, in this process's memory only."""
+
+    __slots__ = ("_client", "_tokens")
+
+    def __init__(self) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client = client_info
