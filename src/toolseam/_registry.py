@@ -1,11 +1,11 @@
 """`ToolRegistry`: the pipeline every tool call goes through (contract §5).
 
 One call runs in stages that the batch executor can also drive one by one:
-`_start` (snapshot, materialize, pre-aborted entry), `_before_dispatch` (pre-execute,
-approval, guards), `_dispatch` (around-dispatch chain and body), `_after_dispatch`
-(post-execute), `_publish` (finalize content, observers). Nothing here races a stage
-against cancellation: every stage is awaited to completion and the *caller's* signal,
-captured outside anything a wrapper can touch, is read after it.
+`_start` (snapshot, materialize, pre-aborted entry, the caller's scopes), `_before_dispatch`
+(pre-execute, approval, guards), `_dispatch` (around-dispatch chain and body),
+`_after_dispatch` (post-execute), `_publish` (finalize content, observers). Nothing here
+races a stage against cancellation: every stage is awaited to completion and the
+*caller's* signal, captured outside anything a wrapper can touch, is read after it.
 """
 
 from __future__ import annotations

@@ -78,6 +78,7 @@ class _Static:
     digest: bytes
     principal: str
     scopes: tuple[str, ...]
+    access: AccessToken
 
 
 @final
@@ -101,12 +102,16 @@ class StaticTokens:
         Raises:
             ValueError: An entry is malformed (the message never shows the token).
         """
-        self._entries: tuple[_Static, ...] = tuple(
-            _Static(_entry_digest(token), principal, tuple(scopes))
-            for token, principal, scopes in entries
-        )
-        if any(not entry.principal for entry in self._entries):
-            raise ValueError("every static token needs a principal")
+        checked: list[_Static] = []
+        for token, principal, scopes in entries:
+            if not principal:
+                raise ValueError("every static token needs a principal")
+            held = tuple(scopes)
+            access = AccessToken(
+                token=REDACTED_TOKEN, client_id=principal, subject=principal, scopes=list(held)
+            )
+            checked.append(_Static(_entry_digest(token), principal, held, access))
+        self._entries: tuple[_Static, ...] = tuple(checked)
 
     @classmethod
     def from_file(cls, path: str | Path) -> StaticTokens:
@@ -139,14 +144,8 @@ class StaticTokens:
         for entry in self._entries:
             if hmac.compare_digest(digest, entry.digest):
                 found = entry
-        if found is None:
-            return None
-        return AccessToken(
-            token=REDACTED_TOKEN,
-            client_id=found.principal,
-            subject=found.principal,
-            scopes=list(found.scopes),
-        )
+        # The same AccessToken for the same entry, as JwtTokens' cache does for a token.
+        return None if found is None else found.access
 
 
 def _entry_digest(token: str) -> bytes:
@@ -406,12 +405,28 @@ class HttpLimits:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
+_PRINCIPALS: dict[int, tuple[AccessToken, Principal]] = {}
+
+
 def principal_of(access: AccessToken) -> Principal:
     """The `Principal` of a verified token: its subject (or client), scopes and claims.
 
     Never its ``token``: toolseam's verifiers redact it already, and any other verifier's
-    is left behind here. Claims that are not JSON are left out.
+    is left behind here. Claims that are not JSON are left out. Kept per ``AccessToken``
+    object (toolseam's verifiers hand out the same one for the same token), so a call
+    pays for building its principal once per verified token, not once per request.
     """
+    known = _PRINCIPALS.get(id(access))
+    if known is not None and known[0] is access:
+        return known[1]
+    principal = _principal_of(access)
+    if len(_PRINCIPALS) >= _CACHE_SIZE:
+        _PRINCIPALS.pop(next(iter(_PRINCIPALS)))
+    _PRINCIPALS[id(access)] = (access, principal)
+    return principal
+
+
+def _principal_of(access: AccessToken) -> Principal:
     name = access.subject or access.client_id or "unknown"
     claims: Mapping[str, Any] = access.claims or {}
     try:
