@@ -621,9 +621,10 @@ class ToolRegistry:
         host: object = input.host  # an untyped caller may pass anything
         principal: object = input.principal
         run = self._new_run(input, call_id, name, root_call_id, signal, host)
+        checked: Principal | None = None
         if principal is not None:
             if type(principal) is Principal:
-                run._principal = principal
+                run._principal = checked = principal
             else:
                 wrong = type_name(type(principal))
                 problem = (f"{problem}; " if problem else "") + (
@@ -651,7 +652,6 @@ class ToolRegistry:
             return self._finish(run, ToolFailure.from_message(problem))
         if signal._aborted:
             return self._finish(run, aborted_result(body_invoked=False))
-        checked = run._principal
         if checked is not None:
             needed = self._scopes.get(name)
             if needed is not None:
