@@ -804,6 +804,8 @@ async def test_the_gateway_presents_its_own_credentials_never_the_clients() -> N
     only_alice = HttpAuth(verifier=StaticTokens([(ALICE, "alice", ["tools"])]))
     gateway_auth = HttpAuth(verifier=StaticTokens([(BOB, "bob", ["tools"])]))
     gateway = ToolRegistry()
+    clients: list[str | None] = []
+    gateway.add_guard(lambda exec: clients.append(exec.principal and exec.principal.name))
     headers = {"up": {"Authorization": f"Bearer {ALICE}"}}
     with anyio.fail_after(GUARD):
         async with (
@@ -816,6 +818,7 @@ async def test_the_gateway_presents_its_own_credentials_never_the_clients() -> N
     assert mounted == {"up": ["up_touch", "up_hold"]}
     assert _texts(result) == ["touched"]
     assert upstream.callers == ["alice"]  # the gateway's credential, not its client's
+    assert clients == ["bob"]  # the gateway's own stages see who its client is
 
 
 class AuthorizationServer:
