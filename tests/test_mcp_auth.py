@@ -954,6 +954,20 @@ async def test_wrong_client_credentials_fail_the_mount_without_showing_the_secre
     assert upstream.ran == []
 
 
+async def test_client_credentials_are_for_http_upstreams_only() -> None:
+    credentials = ClientCredentials(
+        issuer="https://as.example", client_id="c", client_secret="s-never-shown"
+    )
+    with pytest.raises(ValueError, match=r"^OAuth credentials for an unknown or non-HTTP"):
+        async with mount_upstreams(
+            ToolRegistry(), {"local": "python -m nothing"}, oauth={"local": credentials}
+        ):
+            pass
+    with pytest.raises(ValueError, match=r"^the issuer must be an http\(s\) URL"):
+        ClientCredentials(issuer="as.example", client_id="c", client_secret="s")
+    assert "s-never-shown" not in repr(credentials)
+
+
 async def test_an_upstream_refusing_the_gateway_shows_no_secret() -> None:
     upstream = Bodies()
     only_alice = HttpAuth(verifier=StaticTokens([(ALICE, "alice", ["tools"])]))
@@ -989,6 +1003,10 @@ def test_the_command_line_reads_upstream_secrets_from_env_or_file(
         status = main([*base, "--upstream-client-credentials", malformed])
         assert status == 2
         assert "expected NAME=ISSUER=CLIENT_ID=SOURCE" in capsys.readouterr().err
+    stdio = ["gateway", "--upstream", "up=python -m server"]
+    status = main([*stdio, "--upstream-client-credentials", "up=https://as.example=c=env:X"])
+    assert status == 2
+    assert "an http(s) --upstream" in capsys.readouterr().err
     monkeypatch.setenv("TOOLSEAM_TEST_CLIENT_SECRET", "client-secret-never-shown")
     status = main(
         [

@@ -80,13 +80,14 @@ def _upstream_oauth(args: argparse.Namespace) -> dict[str, ClientCredentials]:
     """Each upstream's OAuth client credentials, from --upstream-client-credentials."""
     from ._auth import ClientCredentials
 
-    names = {name for name, _ in args.upstream}
+    urls = {name for name, target in args.upstream if target.startswith(("http://", "https://"))}
     found: dict[str, ClientCredentials] = {}
     for name, rest in args.upstream_client_credentials:
         parts = rest.rsplit("=", 2)
-        if name not in names or len(parts) != 3 or not all(parts):
+        if name not in urls or len(parts) != 3 or not all(parts):
             raise ValueError(
-                f"--upstream-client-credentials: expected NAME=ISSUER=CLIENT_ID=SOURCE for {name!r}"
+                "--upstream-client-credentials: expected NAME=ISSUER=CLIENT_ID=SOURCE "
+                f"for {name!r}, an http(s) --upstream"
             )
         issuer, client_id, source = parts
         found[name] = ClientCredentials(
