@@ -48,6 +48,7 @@ from toolseam import (
     CallOutcome,
     Next,
     PreDecision,
+    Principal,
     ToolCall,
     ToolError,
     ToolExecution,
@@ -197,8 +198,14 @@ async def blob(args: SizeArgs, exec: ToolRunContext) -> str:
     return "x" * args["size"]
 
 
+@define_tool(name="purge", description="Purge everything.", scopes=["admin"])
+async def purge(args: NoArgs, exec: ToolRunContext) -> str:
+    PROBE.ran("purge")
+    return "purged"
+
+
 REGISTRY = ToolRegistry()
-for _tool in (add, refuse, wait, notify, lookup, blob):
+for _tool in (add, refuse, wait, notify, lookup, blob, purge):
     REGISTRY.register(_tool)
 DURABLE = DurableTools(REGISTRY, poll_interval=0.05)
 
@@ -234,6 +241,23 @@ async def execute_workflow(call_id: str, name: str) -> tuple[str, str]:
     )
     if isinstance(result, ToolSuccess):
         return "OK", ""
+    return str(result.code), result.error.message
+
+
+@DBOS.workflow()
+async def principal_workflow(call_id: str, name: str, scopes: list[str]) -> tuple[str, str]:
+    signal = AbortController().signal
+    result = await DURABLE.execute(
+        ToolExecutionInput(
+            call_id=call_id,
+            name=name,
+            arguments={},
+            signal=signal,
+            principal=Principal("eve", scopes),
+        )
+    )
+    if isinstance(result, ToolSuccess):
+        return "OK", str(result.value)
     return str(result.code), result.error.message
 
 
@@ -373,6 +397,21 @@ async def test_execute_is_a_batch_of_one() -> None:
     assert [summary(o) for o in await recorded_outcomes(workflow_id)] == [
         ("e1", "REFUSED", "Error: not today", True)
     ]
+
+
+async def test_a_calls_principal_is_checked_inside_a_workflow() -> None:
+    """Contract §14: the workflow's batch carries the principal; a missing scope denies."""
+    PROBE.reset()
+    outcomes: list[tuple[str, str]] = []
+    for call_id, scopes in (("p1", ["tools"]), ("p2", ["admin"])):
+        with SetWorkflowID(new_id("principal")):
+            handle = await DBOS.start_workflow_async(principal_workflow, call_id, "purge", scopes)
+        outcomes.append(await handle.get_result())
+    assert outcomes == [
+        ("None", "tool call denied: the caller lacks the scope admin"),
+        ("OK", "purged"),
+    ]
+    assert PROBE.runs == {"purge": 1}  # only the principal with the scope ran it
 
 
 async def test_replay_returns_the_recorded_outcomes_without_running_the_bodies() -> None:

@@ -25,11 +25,19 @@ from typing import Any
 
 import anyio
 import pytest
+from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 import local_temporal
-from toolseam import AbortController, ToolCall, ToolFailure, ToolRegistry
+from toolseam import (
+    AbortController,
+    Principal,
+    ToolCall,
+    ToolExecutionInput,
+    ToolFailure,
+    ToolRegistry,
+)
 from toolseam.conformance.drivers import _temporal as kit_temporal
 from toolseam.durable import OUTCOME_UNKNOWN
 from toolseam.durable.temporal import TemporalTools, recorded_outcomes
@@ -271,6 +279,22 @@ async def test_outside_a_workflow_the_calls_run_plainly() -> None:
         [ToolCall("c1", "missing", {})], signal=AbortController().signal
     )
     assert summary(outcomes) == [("c1", "UNKNOWN_TOOL", 'Error: unknown tool "missing"', True)]
+
+
+async def test_in_a_workflow_a_principal_is_refused_rather_than_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Contract §14: an activity cannot carry it yet, and without it no scope is checked."""
+    monkeypatch.setattr(workflow, "in_workflow", lambda: True)
+    call = ToolExecutionInput(
+        call_id="c1",
+        name="t",
+        arguments={},
+        signal=AbortController().signal,
+        principal=Principal("eve"),
+    )
+    with pytest.raises(ValueError, match=r"cannot carry a principal into an activity yet"):
+        await TemporalTools(ToolRegistry()).execute(call)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ import json
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,8 +43,17 @@ from mcp.server.auth.provider import AccessToken
 from typing_extensions import TypedDict
 
 from mcp_fixtures.support import GUARD
-from toolseam import ToolRegistry, ToolRunContext, define_tool
+from toolseam import (
+    AbortController,
+    Principal,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+    define_tool,
+)
 from toolseam.mcp import (
+    ClientCredentials,
     HttpAuth,
     HttpLimits,
     JwtTokens,
@@ -373,6 +383,124 @@ async def test_a_session_refuses_another_principals_token() -> None:
     assert bodies.ran == []
 
 
+# -- who is calling reaches the pipeline: per-tool scopes (contract §14) ---------------------
+
+
+class Scoped:
+    """A registry with an open ``touch`` and a ``wipe`` that needs the ``admin`` scope."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.principals: list[Principal | None] = []
+        self.published: list[tuple[Principal | None, ToolResult]] = []
+        self.registry = ToolRegistry()
+
+        @define_tool(name="touch", description="Record the caller.")
+        async def touch(args: TouchArgs, exec: ToolRunContext) -> str:
+            self.ran.append("touch")
+            self.principals.append(exec.principal)
+            return "touched"
+
+        @define_tool(name="wipe", description="Wipe everything.", scopes=["admin"])
+        async def wipe(args: TouchArgs, exec: ToolRunContext) -> str:
+            self.ran.append("wipe")
+            return "wiped"
+
+        self.registry.register(touch)
+        self.registry.register(wipe)
+        self.registry.on_result(
+            lambda exec, result: self.published.append((exec.principal, result))
+        )
+
+
+def scoped_auth() -> HttpAuth:
+    tokens = StaticTokens([(ALICE, "alice", ["tools"]), (BOB, "bob", ["tools", "admin"])])
+    return HttpAuth(verifier=tokens, authorization_servers=[ISSUER])
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_tools_list_shows_a_principal_only_what_it_may_call(era: Era) -> None:
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=scoped_auth()) as url,
+            connect(url, era, ALICE) as alice,
+            connect(url, era, BOB) as bob,
+        ):
+            seen_by_alice = [tool.name for tool in (await alice.list_tools()).tools]
+            seen_by_bob = [tool.name for tool in (await bob.list_tools()).tools]
+    assert seen_by_alice == ["touch"]
+    assert seen_by_bob == ["touch", "wipe"]
+    assert scoped.ran == []
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_without_the_tools_scope_is_denied_and_no_body_runs(era: Era) -> None:
+    """The attacker knows the hidden tool's name and calls it anyway."""
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=scoped_auth()) as url,
+            connect(url, era, ALICE) as alice,
+        ):
+            denied = await alice.call_tool("wipe", {"note": "x"})
+            allowed = await alice.call_tool("touch", {"note": "x"})
+    assert denied.is_error
+    assert _texts(denied) == ["Error: tool call denied: the caller lacks the scope admin"]
+    assert _texts(allowed) == ["touched"]
+    assert scoped.ran == ["touch"]  # never "wipe"
+    (who, result), _ = scoped.published
+    assert who == Principal("alice", ["tools"])
+    assert result.is_error
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_principal_with_the_scope_calls_the_tool(era: Era) -> None:
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=scoped_auth()) as url,
+            connect(url, era, BOB) as bob,
+        ):
+            result = await bob.call_tool("wipe", {"note": "x"})
+    assert _texts(result) == ["wiped"]
+    assert scoped.ran == ["wipe"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_body_sees_the_principal_of_the_token_never_the_token(
+    keys: Keys, era: Era
+) -> None:
+    scoped = Scoped()
+    token = keys.token(sub="dave", scope="tools admin", tenant="t1")
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(scoped.registry, auth=jwt_auth(keys)) as url,
+            connect(url, era, token) as dave,
+        ):
+            await dave.call_tool("touch", {"note": "x"})
+            listed = [tool.name for tool in (await dave.list_tools()).tools]
+    [principal] = scoped.principals
+    assert principal is not None
+    assert principal.name == "dave"
+    assert principal.scopes == frozenset({"tools", "admin"})
+    assert principal.claims["tenant"] == "t1"
+    assert principal.claims["iss"] == ISSUER
+    assert token not in repr(dict(principal.claims))
+    assert listed == ["touch", "wipe"]
+
+
+async def test_without_authentication_there_is_no_principal() -> None:
+    """Loopback without `HttpAuth`: the caller is trusted as an in-process one."""
+    scoped = Scoped()
+    with anyio.fail_after(GUARD):
+        async with serving(scoped.registry) as url, connect(url, "2025", "ignored") as client:
+            await client.call_tool("touch", {"note": "x"})
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+    assert scoped.principals == [None]
+    assert listed == ["touch", "wipe"]
+
+
 # -- Origin and Host -------------------------------------------------------------------------
 
 
@@ -676,6 +804,8 @@ async def test_the_gateway_presents_its_own_credentials_never_the_clients() -> N
     only_alice = HttpAuth(verifier=StaticTokens([(ALICE, "alice", ["tools"])]))
     gateway_auth = HttpAuth(verifier=StaticTokens([(BOB, "bob", ["tools"])]))
     gateway = ToolRegistry()
+    clients: list[str | None] = []
+    gateway.add_guard(lambda exec: clients.append(exec.principal and exec.principal.name))
     headers = {"up": {"Authorization": f"Bearer {ALICE}"}}
     with anyio.fail_after(GUARD):
         async with (
@@ -688,6 +818,154 @@ async def test_the_gateway_presents_its_own_credentials_never_the_clients() -> N
     assert mounted == {"up": ["up_touch", "up_hold"]}
     assert _texts(result) == ["touched"]
     assert upstream.callers == ["alice"]  # the gateway's credential, not its client's
+    assert clients == ["bob"]  # the gateway's own stages see who its client is
+
+
+class AuthorizationServer:
+    """An OAuth authorization server on loopback: RFC 8414 metadata and a token endpoint.
+
+    It grants ``client_credentials`` to one client (HTTP Basic), issuing opaque tokens that
+    `verifier` then accepts, and records every token request (without its secret).
+    """
+
+    CLIENT = "gateway-client"
+    SECRET = "gateway-secret-do-not-print-0123"
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, str]] = []
+        self.issued: dict[str, AccessToken] = {}
+        served = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path != "/.well-known/oauth-authorization-server":
+                    self._answer(404, {"error": "not_found"})
+                    return
+                self._answer(
+                    200,
+                    {
+                        "issuer": served.issuer,
+                        "authorization_endpoint": f"{served.issuer}/authorize",
+                        "token_endpoint": f"{served.issuer}/token",
+                        "grant_types_supported": ["client_credentials"],
+                        "scopes_supported": ["tools", "admin"],
+                        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                    },
+                )
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                basic = base64.b64encode(f"{served.CLIENT}:{served.SECRET}".encode()).decode()
+                served.requests.append({k: v for k, v in form.items() if "secret" not in k})
+                if self.headers.get("authorization") != f"Basic {basic}":
+                    self._answer(401, {"error": "invalid_client"})
+                    return
+                token = f"issued-{len(served.issued)}"
+                served.issued[token] = AccessToken(
+                    token=token, client_id=served.CLIENT, scopes=form.get("scope", "").split()
+                )
+                self._answer(
+                    200, {"access_token": token, "token_type": "Bearer", "expires_in": 300}
+                )
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The upstream's `TokenVerifier`: only tokens this server issued."""
+        return self.issued.get(token)
+
+    def __enter__(self) -> AuthorizationServer:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.filterwarnings("error::DeprecationWarning")
+async def test_the_gateway_gets_its_upstream_token_by_client_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SDK's client-credentials provider, against a real token endpoint on loopback."""
+    upstream = Scoped()
+    gateway = ToolRegistry()
+    with AuthorizationServer() as issuer:
+        upstream_auth = HttpAuth(verifier=issuer, authorization_servers=[issuer.issuer])
+        credentials = ClientCredentials(
+            issuer=issuer.issuer,
+            client_id=issuer.CLIENT,
+            client_secret=issuer.SECRET,
+        )
+        with anyio.fail_after(GUARD):
+            async with (
+                serving(upstream.registry, auth=upstream_auth) as upstream_url,
+                mount_upstreams(gateway, {"up": upstream_url}, oauth={"up": credentials}) as up,
+            ):
+                call = ToolExecutionInput(
+                    call_id="c1",
+                    name="up_wipe",
+                    arguments={"note": "x"},
+                    signal=AbortController().signal,
+                )
+                result = await gateway.execute(call)
+    assert up == {"up": ["up_touch", "up_wipe"]}  # the token's scopes show it wipe
+    assert not result.is_error
+    assert upstream.ran == ["wipe"]
+    [asked] = issuer.requests  # one token, kept for the connection
+    assert asked == {
+        "grant_type": "client_credentials",
+        "resource": upstream_url,
+        "scope": "tools admin",
+    }
+    assert issuer.SECRET not in repr(credentials)
+    assert issuer.SECRET not in caplog.text
+
+
+async def test_wrong_client_credentials_fail_the_mount_without_showing_the_secret() -> None:
+    upstream = Scoped()
+    with AuthorizationServer() as issuer:
+        upstream_auth = HttpAuth(verifier=issuer, authorization_servers=[issuer.issuer])
+        wrong = ClientCredentials(
+            issuer=issuer.issuer, client_id=issuer.CLIENT, client_secret="not-the-secret-42"
+        )
+        with anyio.fail_after(GUARD):
+            async with serving(upstream.registry, auth=upstream_auth) as upstream_url:
+                with pytest.raises(ConnectionError) as caught:
+                    async with mount_upstreams(
+                        ToolRegistry(), {"up": upstream_url}, oauth={"up": wrong}
+                    ):
+                        pass
+    assert "not-the-secret-42" not in str(caught.value)
+    assert issuer.issued == {}
+    assert upstream.ran == []
+
+
+async def test_client_credentials_are_for_http_upstreams_only() -> None:
+    credentials = ClientCredentials(
+        issuer="https://as.example", client_id="c", client_secret="s-never-shown"
+    )
+    with pytest.raises(ValueError, match=r"^OAuth credentials for an unknown or non-HTTP"):
+        async with mount_upstreams(
+            ToolRegistry(), {"local": "python -m nothing"}, oauth={"local": credentials}
+        ):
+            pass
+    with pytest.raises(ValueError, match=r"^the issuer must be an http\(s\) URL"):
+        ClientCredentials(issuer="as.example", client_id="c", client_secret="s")
+    assert "s-never-shown" not in repr(credentials)
 
 
 async def test_an_upstream_refusing_the_gateway_shows_no_secret() -> None:
@@ -721,3 +999,21 @@ def test_the_command_line_reads_upstream_secrets_from_env_or_file(
     status = main([*base, "--upstream-bearer", "other=env:X"])
     assert status == 2
     assert "no --upstream named 'other'" in capsys.readouterr().err
+    for malformed in ("up=env:X", "up=client=env:X", "other=https://as.example=c=env:X"):
+        status = main([*base, "--upstream-client-credentials", malformed])
+        assert status == 2
+        assert "expected NAME=ISSUER=CLIENT_ID=SOURCE" in capsys.readouterr().err
+    stdio = ["gateway", "--upstream", "up=python -m server"]
+    status = main([*stdio, "--upstream-client-credentials", "up=https://as.example=c=env:X"])
+    assert status == 2
+    assert "an http(s) --upstream" in capsys.readouterr().err
+    monkeypatch.setenv("TOOLSEAM_TEST_CLIENT_SECRET", "client-secret-never-shown")
+    status = main(
+        [
+            *base,
+            "--upstream-client-credentials",
+            "up=http://127.0.0.1:9=gateway=env:TOOLSEAM_TEST_CLIENT_SECRET",
+        ]
+    )
+    assert status == 1  # nothing listens on port 9: the mount fails, plainly
+    assert "client-secret-never-shown" not in capsys.readouterr().err

@@ -24,6 +24,7 @@ from toolseam import (
     CallOutcome,
     ExecutionToken,
     Next,
+    Principal,
     ToolCall,
     ToolDispatchExecution,
     ToolExecution,
@@ -324,7 +325,17 @@ class TestBatchPool:
     def test_the_batch_builds_each_input_as_its_constructor_would(self) -> None:
         assert tuple(f.name for f in dataclasses.fields(ToolExecutionInput)) == _INPUT_FIELDS
         signal = AbortController().signal
-        values = ("c1", "p", {"text": "x"}, signal, "root", object(), _token(), ToolHost())
+        values = (
+            "c1",
+            "p",
+            {"text": "x"},
+            signal,
+            "root",
+            object(),
+            _token(),
+            ToolHost(),
+            Principal("alice", ["read"]),
+        )
         built = _input(*values)
         assert built == ToolExecutionInput(**dict(zip(_INPUT_FIELDS, values, strict=True)))
         assert type(built) is ToolExecutionInput
@@ -332,7 +343,9 @@ class TestBatchPool:
     def test_the_constructor_keeps_the_dataclass_behaviour(self) -> None:
         signal = AbortController().signal
         made = ToolExecutionInput(call_id="c1", name="p", arguments=[1], signal=signal)
-        assert (made.root_call_id, made.agent, made.parent, made.host) == (None,) * 4
+        assert (made.root_call_id, made.agent, made.parent, made.host, made.principal) == (
+            None,
+        ) * 5
         with pytest.raises(dataclasses.FrozenInstanceError):
             made.name = "q"  # type: ignore[misc]
         again = dataclasses.replace(made, name="q")

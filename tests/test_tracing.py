@@ -43,6 +43,7 @@ from toolseam import (
     Allow,
     Next,
     PreDecision,
+    Principal,
     ToolCall,
     ToolError,
     ToolExecution,
@@ -155,6 +156,19 @@ class TestOneSpanPerCall:
             "toolseam.root_call_id": "r0",
         }
         assert _scope(span) == "toolseam"
+
+    async def test_the_principal_is_recorded_by_name_only(self, traced: Traced) -> None:
+        """Contract §14: the caller's name, never its claims (a principal holds no token)."""
+        registry = _instrumented(traced)
+        secret = "claim-that-must-not-leak"
+        alice = Principal("alice", ["tools"], {"tenant": secret})
+        result = await registry.execute(make_input("echo", principal=alice))
+        assert not result.is_error
+        attributes = _attributes(traced.only)
+        assert attributes["enduser.id"] == "alice"
+        assert not any(secret in str(value) for value in attributes.values())
+        await registry.execute(make_input("echo"))  # an in-process caller: no attribute
+        assert "enduser.id" not in _attributes(traced.spans[-1])
 
     async def test_the_span_closes_when_the_result_is_published(self, traced: Traced) -> None:
         registry = _instrumented(traced)

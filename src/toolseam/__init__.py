@@ -52,6 +52,7 @@ from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
 from ._json import JsonValue as JsonValue
 from ._nested import nested_input as nested_input
+from ._principal import Principal as Principal
 from ._registration import Registration as Registration
 from ._registry import ToolRegistry as ToolRegistry
 from ._results import ContentBlock as ContentBlock
@@ -120,6 +121,7 @@ __all__ = (
     "PostExecuteListener",
     "PreDecision",
     "PreExecuteListener",
+    "Principal",
     "ProgressEvent",
     "Registration",
     "ReplaceValue",

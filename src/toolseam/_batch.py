@@ -18,6 +18,7 @@ from typing import Any, cast, final
 import anyio.lowlevel
 
 from ._errors import exact_str, type_name
+from ._principal import Principal
 from ._registry import ToolRegistry
 from ._results import ToolResult
 from ._sequencer import holds, publish, run_parallel_group
@@ -32,6 +33,7 @@ from ._views import (
     _set_input_host,
     _set_input_name,
     _set_input_parent,
+    _set_input_principal,
     _set_input_root,
     _set_input_signal,
 )
@@ -75,6 +77,7 @@ async def run_tool_calls(
     parent: ExecutionToken | None = None,
     root_call_id: str | None = None,
     host: ToolHost | None = None,
+    principal: Principal | None = None,
 ) -> list[CallOutcome]:
     """Run one turn's tool calls and return exactly one outcome per call, in model order.
 
@@ -107,6 +110,8 @@ async def run_tool_calls(
         root_call_id: With ``parent``: the composite call's ``exec.root_call_id``.
         host: What the caller offers every call's body (progress and log sinks,
             elicitation, sampling); a composite tool passes its own ``exec.host``.
+        principal: Who is calling (contract §14): every call is checked against the
+            scopes of its tool; a composite tool passes its own ``exec.principal``.
 
     Raises:
         ValueError: Two calls share a ``call_id``, or ``max_parallel < 1``.
@@ -138,7 +143,17 @@ async def run_tool_calls(
                 raise ValueError(f"duplicate call_id {call_id!r} in one batch")
             seen.add(call_id)
         inputs.append(
-            _input(raw_id, call.name, call.arguments, signal, root_call_id, agent, parent, host)
+            _input(
+                raw_id,
+                call.name,
+                call.arguments,
+                signal,
+                root_call_id,
+                agent,
+                parent,
+                host,
+                principal,
+            )
         )
     # Each started call's published result, by its index (the sequencer fills its groups').
     results: list[ToolResult | None] = [None] * len(batch)
@@ -209,6 +224,7 @@ def _input(
     agent: object,
     parent: object,
     host: object,
+    principal: object,
 ) -> ToolExecutionInput:
     """``ToolExecutionInput(...)`` without the frozen dataclass's ``__init__``.
 
@@ -224,6 +240,7 @@ def _input(
     _set_input_agent(made, agent)
     _set_input_parent(made, parent)
     _set_input_host(made, host)
+    _set_input_principal(made, principal)
     return made
 
 

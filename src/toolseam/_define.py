@@ -14,7 +14,7 @@ import inspect
 import json
 import sys
 import typing
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Generic, cast, final, overload
 
 from typing_extensions import TypeVar
@@ -22,6 +22,7 @@ from typing_extensions import TypeVar
 from ._definitions import ToolDefinition, check_timeout
 from ._errors import ToolArgsError, ToolOutputError, safe_str
 from ._json import JsonValue, MaterializationError, materialize, text_is_utf8
+from ._principal import check_scopes
 from ._results import ContentBlock, ToolResult, render_value
 from ._run import CallState
 from ._threads import run_in_worker_thread
@@ -215,6 +216,7 @@ class DefinedTool(Generic[A, R]):
         "_passthrough",
         "_python_mode",
         "_render",
+        "_scopes",
         "_timeout",
         "_to_json",
     )
@@ -235,11 +237,13 @@ class DefinedTool(Generic[A, R]):
         finalize_content: Finalize | None,
         render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None,
         idempotent: bool = False,
+        scopes: frozenset[str] = frozenset(),
     ) -> None:
         self._name = name
         self._description = description
         self._timeout = timeout
         self._idempotent = idempotent
+        self._scopes = scopes
         self._body = body
         self._is_async = is_async
         self._args_adapter = args_adapter
@@ -291,6 +295,11 @@ class DefinedTool(Generic[A, R]):
     def idempotent(self) -> bool:
         """Whether running a call twice does no more than running it once (the option)."""
         return self._idempotent
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """The scopes a caller's principal needs to see and call this tool (the option)."""
+        return self._scopes
 
     def parse_arguments(self, arguments: JsonValue, /) -> A:
         """Validate the frozen arguments against the first parameter's annotation.
@@ -453,6 +462,7 @@ class ToolDecorator(Generic[OptionArgsT]):
         "_is_concurrency_safe",
         "_name",
         "_render",
+        "_scopes",
         "_timeout",
     )
 
@@ -466,11 +476,13 @@ class ToolDecorator(Generic[OptionArgsT]):
         finalize_content: Finalize | None,
         render: Callable[[OptionArgsT, JsonValue], Sequence[ContentBlock]] | None,
         idempotent: bool = False,
+        scopes: frozenset[str] = frozenset(),
     ) -> None:
         self._name = name
         self._description = description
         self._timeout = timeout
         self._idempotent = idempotent
+        self._scopes = scopes
         self._is_concurrency_safe = is_concurrency_safe
         self._finalize = finalize_content
         self._render = render
@@ -584,6 +596,7 @@ class ToolDecorator(Generic[OptionArgsT]):
             finalize_content=self._finalize,
             render=self._render,
             idempotent=self._idempotent,
+            scopes=self._scopes,
         )
 
 
@@ -597,6 +610,7 @@ def define_tool(
     finalize_content: Finalize | None = None,
     render: Callable[[object, JsonValue], Sequence[ContentBlock]] | None = None,
     idempotent: bool = False,
+    scopes: Iterable[str] = (),
 ) -> ToolDecorator: ...
 
 
@@ -610,6 +624,7 @@ def define_tool(
     finalize_content: Finalize | None = None,
     render: Callable[[A, JsonValue], Sequence[ContentBlock]] | None = None,
     idempotent: bool = False,
+    scopes: Iterable[str] = (),
 ) -> ToolDecorator[A]: ...
 
 
@@ -624,6 +639,7 @@ def define_tool(
     finalize_content: Finalize | None = None,
     render: Callable[[Any, JsonValue], Sequence[ContentBlock]] | None = None,
     idempotent: bool = False,
+    scopes: Iterable[str] = (),
 ) -> ToolDecorator[Any]:
     """Define a tool from an annotated ``(args, exec)`` function, sync or async.
 
@@ -651,15 +667,22 @@ def define_tool(
             execution does (`toolseam.durable`): after a crash, a call whose outcome was
             never recorded runs again only if its tool is idempotent, and otherwise ends
             ``OUTCOME_UNKNOWN``. Default ``False``: never run twice.
+        scopes: The scopes a caller's `Principal` must all hold to see this tool
+            (``ToolRegistry.schemas(principal=...)``, MCP's ``tools/list``) and to call
+            it: a call whose principal lacks one is denied before dispatch (the body never
+            runs). A call without a principal (an in-process caller) is not checked
+            (contract §14). Default: none.
 
     Returns:
         A decorator that builds the `ToolDefinition`.
 
     Raises:
         TypeError: ``name`` is not a non-empty string, ``timeout`` is not a number,
-            ``idempotent`` is not a bool, or ``define_tool`` was used bare
-            (``@define_tool`` without its options).
-        ValueError: ``timeout`` is not positive and finite.
+            ``idempotent`` is not a bool, ``scopes`` is a single str or holds a
+            non-string, or ``define_tool`` was used bare (``@define_tool`` without its
+            options).
+        ValueError: ``timeout`` is not positive and finite, or a scope is empty or holds
+            whitespace.
     """
     if body is not None:
         # The typed overloads take no positional argument; this is for untyped code.
@@ -693,4 +716,5 @@ def define_tool(
         finalize_content=finalize_content,
         render=render,
         idempotent=idempotent,
+        scopes=check_scopes(scopes, f'tool "{name}"'),
     )

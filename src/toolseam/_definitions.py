@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar, final
 
 from ._json import JsonValue
+from ._principal import check_scopes
 from ._results import ContentBlock, ToolResult
 from ._views import ToolExecution, ToolRunContext
 
-__all__ = ["ToolDefinition", "ToolSchema", "check_timeout", "is_idempotent"]
+__all__ = ["ToolDefinition", "ToolSchema", "check_timeout", "is_idempotent", "scopes_of"]
 
 ArgsT = TypeVar("ArgsT")
 ResultT = TypeVar("ResultT")
@@ -32,6 +33,10 @@ class ToolDefinition(Protocol[ArgsT, ResultT]):
     ``False`` (`define_tool`'s ``idempotent`` option sets it). Durable execution
     (`toolseam.durable`) reads it to decide whether a call interrupted by a crash may run
     again.
+
+    Optional member: ``scopes``, an iterable of scope names (read once, at registration;
+    default none) that a caller's `Principal` must all hold to see the tool and to call it
+    (`define_tool`'s ``scopes`` option sets it; contract §14).
     """
 
     @property
@@ -128,3 +133,13 @@ def is_idempotent(definition: object) -> bool:
         return getattr(definition, "idempotent", False) is True
     except Exception:
         return False
+
+
+def scopes_of(name: str, definition: object) -> frozenset[str]:
+    """A definition's optional ``scopes`` member, checked (absent: none).
+
+    Raises:
+        TypeError: ``scopes`` is a single str, or holds a non-string.
+        ValueError: A scope is empty or holds whitespace.
+    """
+    return check_scopes(getattr(definition, "scopes", ()), f'tool "{name}"')

@@ -13,9 +13,11 @@ def nested_input(
     """Build the input of a call made from inside a tool body.
 
     Forwards ``signal=exec.signal`` (so aborting the outer call reaches the nested body),
-    ``parent=exec.token``, ``root_call_id``, ``agent`` and ``host`` (so the nested body's
-    progress and logs reach the outer caller, and it may ask that caller too). Nothing is
-    ambient: a composite tool hands this input to ``registry.execute`` itself.
+    ``parent=exec.token``, ``root_call_id``, ``agent``, ``host`` (so the nested body's
+    progress and logs reach the outer caller, and it may ask that caller too) and
+    ``principal`` (the nested call is checked against its tool's scopes as the outer one
+    was). Nothing is ambient: a composite tool hands this input to ``registry.execute``
+    itself.
 
     Args:
         exec: The calling tool's execution (its ``ToolRunContext``).
@@ -32,4 +34,5 @@ def nested_input(
         agent=exec.agent,
         parent=exec.token,
         host=exec.host,
+        principal=exec.principal,
     )

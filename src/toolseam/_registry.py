@@ -1,11 +1,11 @@
 """`ToolRegistry`: the pipeline every tool call goes through (contract §5).
 
 One call runs in stages that the batch executor can also drive one by one:
-`_start` (snapshot, materialize, pre-aborted entry), `_before_dispatch` (pre-execute,
-approval, guards), `_dispatch` (around-dispatch chain and body), `_after_dispatch`
-(post-execute), `_publish` (finalize content, observers). Nothing here races a stage
-against cancellation: every stage is awaited to completion and the *caller's* signal,
-captured outside anything a wrapper can touch, is read after it.
+`_start` (snapshot, materialize, pre-aborted entry, the caller's scopes), `_before_dispatch`
+(pre-execute, approval, guards), `_dispatch` (around-dispatch chain and body),
+`_after_dispatch` (post-execute), `_publish` (finalize content, observers). Nothing here
+races a stage against cancellation: every stage is awaited to completion and the
+*caller's* signal, captured outside anything a wrapper can touch, is read after it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ._approval import ApprovalRequest, ApprovalService
 from ._chain import Chain
 from ._decisions import Accept, Allow, Ask, Deny, PostDecision, PreDecision, ReplaceValue
 from ._define import DefinedTool
-from ._definitions import ToolDefinition, ToolSchema, check_timeout
+from ._definitions import ToolDefinition, ToolSchema, check_timeout, scopes_of
 from ._delivery import Delivery
 from ._errors import (
     ToolNotFoundError,
@@ -47,6 +47,7 @@ from ._outcomes import (
     no_approval_service,
     stage_raised,
 )
+from ._principal import Principal, missing_scopes
 from ._registration import Registration
 from ._results import (
     ToolFailure,
@@ -138,6 +139,7 @@ class ToolRegistry:
         "_only_the_tool_reads",
         "_post",
         "_pre",
+        "_scopes",
         "_timeouts",
         "_tools",
         "_wrappers",
@@ -158,6 +160,8 @@ class ToolRegistry:
         self._idle_waiters: list[_IdleWaiter] = []  # by target generation, oldest first
         self._idle_lock = threading.Lock()  # see _left
         self._tools: dict[str, ToolDefinition[Any, Any]] = {}
+        # The scopes of every registered tool that declares some (contract §14).
+        self._scopes: dict[str, frozenset[str]] = {}
         self._pre: Listeners[PreExecuteListener] = Listeners("pre-execute listener")
         self._wrappers: Listeners[AroundDispatch] = Listeners("around-dispatch wrapper")
         self._post: Listeners[PostExecuteListener] = Listeners("post-execute listener")
@@ -210,13 +214,17 @@ class ToolRegistry:
         if not isinstance(getattr(definition, "description", None), str):
             raise TypeError(f'tool "{name}": the definition needs a str `description`')
         check_timeout(name, getattr(definition, "timeout", None))
+        scopes = scopes_of(name, definition)
         if name in self._tools:
             raise ValueError(f'tool "{name}" is already registered')
         self._tools[name] = definition
+        if scopes:
+            self._scopes[name] = scopes
 
         def unregister() -> None:
             if self._tools.get(name) is definition:
                 del self._tools[name]
+                self._scopes.pop(name, None)
 
         return Registration(unregister)
 
@@ -224,9 +232,22 @@ class ToolRegistry:
         """The definition registered under ``name``, or ``None``."""
         return self._tools.get(name)
 
-    def schemas(self) -> list[ToolSchema]:
-        """Name, description and parameters of every tool, in registration order."""
-        return [ToolSchema(d.name, d.description, d.parameters) for d in self._tools.values()]
+    def schemas(self, *, principal: Principal | None = None) -> list[ToolSchema]:
+        """Name, description and parameters of every tool, in registration order.
+
+        Args:
+            principal: List only the tools this caller may call: those whose declared
+                scopes it holds (contract §14). ``None``: every tool.
+        """
+        if principal is None or not self._scopes:
+            return [ToolSchema(d.name, d.description, d.parameters) for d in self._tools.values()]
+        held = principal.scopes
+        scoped = self._scopes
+        return [
+            ToolSchema(d.name, d.description, d.parameters)
+            for name, d in self._tools.items()
+            if name not in scoped or scoped[name] <= held
+        ]
 
     def on_pre_execute(
         self, listener: PreExecuteListener, *, prepend: bool = False
@@ -528,6 +549,9 @@ class ToolRegistry:
             input.call_id, input.name, input.root_call_id
         )
         run = self._new_run(input, call_id, name, root_call_id, input.signal, input.host)
+        principal: object = input.principal
+        if type(principal) is Principal:
+            run._principal = principal
         # Observers see ``None`` arguments when they are not JSON: the call never started.
         with contextlib.suppress(MaterializationError):
             run._arguments = materialize(input.arguments)
@@ -608,7 +632,17 @@ class ToolRegistry:
         else:
             call_id, name, root_call_id, problem = _text_fields(call_id, name, root_call_id)
         host: object = input.host  # an untyped caller may pass anything
+        principal: object = input.principal
         run = self._new_run(input, call_id, name, root_call_id, signal, host)
+        checked: Principal | None = None
+        if principal is not None:
+            if type(principal) is Principal:
+                run._principal = checked = principal
+            else:
+                wrong = type_name(type(principal))
+                problem = (f"{problem}; " if problem else "") + (
+                    f"ToolExecutionInput.principal must be a Principal, got {wrong}"
+                )
         try:
             if snapshot is None:
                 # Arguments no stage reads before a define_tool body: a private plain copy,
@@ -631,6 +665,15 @@ class ToolRegistry:
             return self._finish(run, ToolFailure.from_message(problem))
         if signal._aborted:
             return self._finish(run, classify(body_invoked=False))
+        if checked is not None:
+            needed = self._scopes.get(name)
+            if needed is not None:
+                # contract §14: a principal without the tool's scopes is denied before any
+                # stage; the denial still goes through post-execute, as a guard's does.
+                missing = missing_scopes(needed, checked)
+                if missing is not None:
+                    run._result = denied(missing)
+                    run._denied = True
         return run
 
     @staticmethod

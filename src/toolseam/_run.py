@@ -41,6 +41,7 @@ from ._views import ExecutionToken
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ._principal import Principal
     from ._views import ToolExecution, ToolHost
 
 T = TypeVar("T")
@@ -117,6 +118,7 @@ class CallState:
         "_name",
         "_parent",
         "_pending",
+        "_principal",
         "_reach",
         "_result",
         "_root_call_id",
@@ -177,6 +179,8 @@ class CallState:
         self._final = False
         self._denied = False
         self._result = None
+        # Who is calling: set by the registry's `_start` when the input names one.
+        self._principal: Principal | None = None
 
     # -- "body invoked" (contract §5.6): written here only, by the two transitions below --
 
@@ -311,6 +315,11 @@ class CallState:
         """What the caller offers the body."""
         reach = self._reach
         return None if reach is None else reach.host
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who is calling (``None``: an in-process caller)."""
+        return self._principal
 
     @property
     def signal(self) -> AbortSignal:
@@ -511,6 +520,11 @@ class DispatchView:
         return self._run.host
 
     @property
+    def principal(self) -> Principal | None:
+        """Who is calling (``None``: an in-process caller)."""
+        return self._run._principal
+
+    @property
     def signal(self) -> AbortSignal:
         """The signal handed down to inner wrappers and the body."""
         run = self._run
@@ -626,6 +640,7 @@ _FIELDS = (
     "agent",
     "parent",
     "host",
+    "principal",
     "signal",
 )
 

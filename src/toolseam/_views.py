@@ -24,6 +24,7 @@ from ._capabilities import (
     SamplingRequest,
 )
 from ._json import JsonValue
+from ._principal import Principal
 from ._signals import AbortSignal
 
 __all__ = [
@@ -139,6 +140,8 @@ class ToolExecutionInput:
     """The token of the execution that started this nested call."""
     host: ToolHost | None = None
     """What the caller offers the body: progress and log sinks, elicitation, sampling."""
+    principal: Principal | None = None
+    """Who is calling, authenticated (contract §14); ``None``: an in-process caller."""
 
     def __init__(
         self,
@@ -151,6 +154,7 @@ class ToolExecutionInput:
         agent: object | None = None,
         parent: ExecutionToken | None = None,
         host: ToolHost | None = None,
+        principal: Principal | None = None,
     ) -> None:
         # ≡ the __init__ dataclass writes (object.__setattr__ per field), through the slots'
         # own setters: 0.4 us less on every call a caller makes. Pinned by
@@ -165,6 +169,7 @@ class ToolExecutionInput:
         _set_input_agent(self, agent)
         _set_input_parent(self, parent)
         _set_input_host(self, host)
+        _set_input_principal(self, principal)
 
 
 _INPUT_FIELDS = (
@@ -176,6 +181,7 @@ _INPUT_FIELDS = (
     "agent",
     "parent",
     "host",
+    "principal",
 )
 """Every field of `ToolExecutionInput`, in order (a test checks it against the dataclass)."""
 (
@@ -187,6 +193,7 @@ _INPUT_FIELDS = (
     _set_input_agent,
     _set_input_parent,
     _set_input_host,
+    _set_input_principal,
 ) = cast(
     "tuple[Callable[[ToolExecutionInput, object], None], ...]",
     tuple(getattr(cast("Any", ToolExecutionInput), field).__set__ for field in _INPUT_FIELDS),
@@ -239,6 +246,11 @@ class ToolExecution(Protocol):
     @property
     def host(self) -> ToolHost | None:
         """What the caller offers the body (``None``: nothing beyond the signal)."""
+        ...
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who is calling, authenticated (contract §14); ``None``: an in-process caller."""
         ...
 
     @property

@@ -32,10 +32,11 @@ from . import _outcomes as rules
 from ._approval import ApprovalRequest, ApprovalService
 from ._batch import CallOutcome, ToolCall
 from ._decisions import Accept, Allow, Ask, Deny, ReplaceValue
-from ._definitions import ToolDefinition, check_timeout
+from ._definitions import ToolDefinition, check_timeout, scopes_of
 from ._delivery import Delivery
 from ._errors import ToolNotFoundError, ToolOutputError, exact_str, safe_str, type_name
 from ._json import MaterializationError, materialize
+from ._principal import Principal, missing_scopes
 from ._registration import Registration
 from ._results import (
     ToolFailure,
@@ -119,6 +120,7 @@ class ReferenceRegistry:
         """Register a tool; a name already taken raises `ValueError`."""
         name = definition.name
         check_timeout(name, definition.timeout)
+        scopes_of(name, definition)  # read again per call: the definition visible then
         if name in self._tools:
             raise ValueError(f'tool "{name}" is already registered')
         self._tools[name] = definition
@@ -232,6 +234,7 @@ class ReferenceRegistry:
         raw_root = input.root_call_id
         root_call_id = call_id if raw_root is None else _text("root_call_id", raw_root, problems)
         host: object = input.host  # an untyped caller may pass anything
+        principal: object = input.principal
         parent = input.parent
         definition = self._tools.get(name)
         # contract §5.1: the definition visible *now* supplies finalize_content.
@@ -251,6 +254,8 @@ class ReferenceRegistry:
             0,
             reach,
         )
+        if type(principal) is Principal:
+            run._principal = principal
         call = _Call(run, signal)
         self._in_flight.add(call)
         try:
@@ -266,12 +271,25 @@ class ReferenceRegistry:
             problems.append(
                 f"ToolExecutionInput.host must be a ToolHost, got {type_name(type(host))}"
             )
+        if principal is not None and type(principal) is not Principal:
+            problems.append(
+                "ToolExecutionInput.principal must be a Principal, "
+                f"got {type_name(type(principal))}"
+            )
         if problems and not skipped:
             call.settle(ToolFailure.from_message("; ".join(problems)), final=True)
             return call
         if skipped or signal.aborted:
             # contract §5.3 (and §7: a call a batch never started): no stage runs.
             call.settle(rules.classify(body_invoked=False), final=True)
+            return call
+        if type(principal) is Principal and definition is not None:
+            # contract §14: a principal without the tool's scopes is denied before any
+            # stage; like any denial, it still goes through post-execute.
+            missing = missing_scopes(scopes_of(name, definition), principal)
+            if missing is not None:
+                call.denied = True
+                call.settle(rules.denied(missing))
         return call
 
     async def _before_dispatch(self, call: _Call) -> None:
@@ -537,6 +555,7 @@ async def run_tool_calls(
     parent: ExecutionToken | None = None,
     root_call_id: str | None = None,
     host: ToolHost | None = None,
+    principal: Principal | None = None,
 ) -> list[CallOutcome]:
     """Run one turn's tool calls; one outcome per call, in model order (contract §7).
 
@@ -561,6 +580,7 @@ async def run_tool_calls(
             agent=agent,
             parent=parent,
             host=host,
+            principal=principal,
         )
 
     results: dict[int, CallOutcome] = {}

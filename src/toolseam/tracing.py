@@ -65,7 +65,9 @@ def instrument(
     semantic conventions — ``gen_ai.operation.name = "execute_tool"``,
     ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type = "function"`` and
     ``gen_ai.tool.description`` (when the tool is registered) — plus
-    ``toolseam.body_invoked`` and ``toolseam.root_call_id``. A failure sets the status
+    ``toolseam.body_invoked`` and ``toolseam.root_call_id``, and for a call made with a
+    `toolseam.Principal` its name as ``enduser.id`` (never its claims, nor any token: a
+    principal holds none). A failure sets the status
     ``ERROR`` and ``error.type`` to the result's code (``ABORTED``,
     ``ABORTED_BEFORE_DISPATCH``, ``TOOL_TIMEOUT``, ``INVALID_ARGS``, ...), or ``_OTHER``
     for a failure without one.
@@ -264,6 +266,10 @@ class _SpanHook:
 
     def _record(self, span: Span, run: CallState, result: ToolResult) -> None:
         attributes: dict[str, AttributeValue] = {"toolseam.body_invoked": run._body_invoked}
+        principal = run._principal
+        if principal is not None:
+            # Who called, by name only: never a token, and not the claims (contract §14).
+            attributes["enduser.id"] = principal.name
         capture = self._capture
         if capture and run._arguments is not None:
             attributes["gen_ai.tool.call.arguments"] = dumps(run.arguments)

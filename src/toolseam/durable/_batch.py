@@ -50,6 +50,7 @@ from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 from .._batch import CallOutcome, ToolCall, run_tool_calls
 from .._definitions import is_idempotent
 from .._errors import TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, ToolTimeoutError
+from .._principal import Principal
 from .._registry import ToolRegistry
 from .._results import ToolFailure, ToolResult, aborted_result, failure_from_exception
 from .._signals import AbortSignal
@@ -198,6 +199,7 @@ class Batch:
         agent: object | None,
         root_call_id: str | None,
         host: ToolHost | None,
+        principal: Principal | None,
     ) -> list[CallOutcome]:
         """Run the batch; return one outcome per call, in model order.
 
@@ -206,7 +208,11 @@ class Batch:
         """
         try:
             await self._run(
-                max_parallel=max_parallel, agent=agent, root_call_id=root_call_id, host=host
+                max_parallel=max_parallel,
+                agent=agent,
+                root_call_id=root_call_id,
+                host=host,
+                principal=principal,
             )
         except BaseExceptionGroup as group:
             # The step tasks raise nothing: what the group holds is the batch's own, alone.
@@ -222,6 +228,7 @@ class Batch:
         agent: object | None,
         root_call_id: str | None,
         host: ToolHost | None,
+        principal: Principal | None,
     ) -> None:
         async with anyio.create_task_group() as steps:
             for slot in self._slots:
@@ -241,6 +248,7 @@ class Batch:
                             parent=self.parent,
                             root_call_id=root_call_id,
                             host=host,
+                            principal=principal,
                         )
                     finally:
                         ACTIVE.reset(token)

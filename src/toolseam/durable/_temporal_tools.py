@@ -188,12 +188,20 @@ class TemporalTools:
         Raises:
             RuntimeError: Not on asyncio.
             TypeError: ``input`` is not a `ToolExecutionInput`.
+            ValueError: In a workflow, ``input`` carries a `Principal`: an activity cannot
+                carry it yet, and running the call without it would skip its tool's scope
+                check (contract §14).
         """
         if type(input) is not ToolExecutionInput:
             raise TypeError(f"execute() expects a ToolExecutionInput, got {type_name(type(input))}")
         if not workflow.in_workflow():
             _require_asyncio("TemporalTools.execute")
             return await self._registry.execute(input)
+        if input.principal is not None:
+            raise ValueError(
+                "TemporalTools.execute cannot carry a principal into an activity yet: "
+                "running the call without it would skip its tool's scope check"
+            )
         call = ToolCall(input.call_id, input.name, input.arguments)
         outcomes = await self.run_tool_calls([call], signal=input.signal)
         return outcomes[0].result

@@ -9,6 +9,7 @@ from typing import cast, final
 
 from .._batch import CallOutcome, ToolCall, run_tool_calls
 from .._errors import type_name
+from .._principal import Principal
 from .._registration import Registration
 from .._registry import ToolRegistry
 from .._results import ToolResult
@@ -134,8 +135,8 @@ class DurableTools:
         """`ToolRegistry.execute`, with the call's outcome one step of the workflow.
 
         The call is a batch of one (`run_tool_calls`): its ``call_id``, ``name``,
-        ``arguments``, ``signal``, ``agent``, ``parent``, ``root_call_id`` and ``host`` are
-        the input's.
+        ``arguments``, ``signal``, ``agent``, ``parent``, ``root_call_id``, ``host`` and
+        ``principal`` are the input's.
 
         Raises:
             RuntimeError: Not on asyncio (see `run_tool_calls`).
@@ -155,6 +156,7 @@ class DurableTools:
             parent=input.parent,
             root_call_id=input.root_call_id,
             host=input.host,
+            principal=input.principal,
         )
         return outcomes[0].result
 
@@ -168,6 +170,7 @@ class DurableTools:
         parent: ExecutionToken | None = None,
         root_call_id: str | None = None,
         host: ToolHost | None = None,
+        principal: Principal | None = None,
     ) -> list[CallOutcome]:
         """`toolseam.run_tool_calls`, with each call's outcome one step of the workflow.
 
@@ -188,6 +191,8 @@ class DurableTools:
             root_call_id: As for `toolseam.run_tool_calls`.
             host: As for `toolseam.run_tool_calls`. A replayed call's body does not run, so
                 the host hears nothing from it.
+            principal: As for `toolseam.run_tool_calls` (a replayed call is not checked
+                again: its outcome was decided when it ran).
 
         Returns:
             One `CallOutcome` per call, in model order: the recorded one for a replayed call.
@@ -213,6 +218,7 @@ class DurableTools:
                 parent=parent,
                 root_call_id=root_call_id,
                 host=host,
+                principal=principal,
             )
         batch = checked_batch(calls, signal, max_parallel, keyed_by="the journal keys steps")
         with (
@@ -223,5 +229,9 @@ class DurableTools:
                 self, self._registry, ctx.workflow_id, batch, fused.signal, watch, parent
             )
             return await run.run(
-                max_parallel=max_parallel, agent=agent, root_call_id=root_call_id, host=host
+                max_parallel=max_parallel,
+                agent=agent,
+                root_call_id=root_call_id,
+                host=host,
+                principal=principal,
             )

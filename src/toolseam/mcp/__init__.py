@@ -31,6 +31,7 @@ if _importlib_util.find_spec("mcp") is None:  # pragma: no cover - only without 
     raise ImportError(_MISSING)
 
 from .._util import fixup_module_metadata as _fixup_module_metadata
+from ._auth import ClientCredentials as ClientCredentials
 from ._auth import HttpAuth as HttpAuth
 from ._auth import HttpLimits as HttpLimits
 from ._auth import JwtTokens as JwtTokens
@@ -53,6 +54,7 @@ __all__ = (
     "CODE_META_KEY",
     "MCP_PATH",
     "REMOTE_TOOL_ERROR",
+    "ClientCredentials",
     "HttpAuth",
     "HttpLimits",
     "JwtTokens",

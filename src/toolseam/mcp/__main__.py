@@ -7,7 +7,10 @@ import functools
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from ._auth import ClientCredentials
 
 __all__ = ["main"]
 
@@ -73,6 +76,26 @@ def _upstream_headers(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     return headers
 
 
+def _upstream_oauth(args: argparse.Namespace) -> dict[str, ClientCredentials]:
+    """Each upstream's OAuth client credentials, from --upstream-client-credentials."""
+    from ._auth import ClientCredentials
+
+    urls = {name for name, target in args.upstream if target.startswith(("http://", "https://"))}
+    found: dict[str, ClientCredentials] = {}
+    for name, rest in args.upstream_client_credentials:
+        parts = rest.rsplit("=", 2)
+        if name not in urls or len(parts) != 3 or not all(parts):
+            raise ValueError(
+                "--upstream-client-credentials: expected NAME=ISSUER=CLIENT_ID=SOURCE "
+                f"for {name!r}, an http(s) --upstream"
+            )
+        issuer, client_id, source = parts
+        found[name] = ClientCredentials(
+            issuer=issuer, client_id=client_id, client_secret=_read_secret(source)
+        )
+    return found
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG, description="Bridge toolseam registries and the Model Context Protocol."
@@ -118,6 +141,16 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="send an upstream the header HEADER, its value read from SOURCE: env:VAR or "
         "file:PATH (repeatable; never printed)",
+    )
+    gateway.add_argument(
+        "--upstream-client-credentials",
+        metavar="NAME=ISSUER=CLIENT_ID=SOURCE",
+        type=_credential,
+        action="append",
+        default=[],
+        help="get an HTTP upstream's access token from the authorization server ISSUER by "
+        "OAuth client credentials, the secret read from SOURCE: env:VAR or file:PATH "
+        "(repeatable; never printed)",
     )
     gateway.add_argument(
         "--policy",
@@ -318,6 +351,7 @@ async def _serve(
 async def _gateway(
     upstreams: list[tuple[str, str]],
     headers: dict[str, dict[str, str]],
+    oauth: dict[str, ClientCredentials],
     policy: Any,
     http: tuple[str, int] | None,
     name: str,
@@ -331,7 +365,7 @@ async def _gateway(
         outcome = policy(registry)
         if isinstance(outcome, Awaitable):
             await outcome
-    async with mount_upstreams(registry, dict(upstreams), headers=headers) as mounted:
+    async with mount_upstreams(registry, dict(upstreams), headers=headers, oauth=oauth) as mounted:
         for upstream, tools in mounted.items():
             print(f"toolseam.mcp: {upstream}: {', '.join(tools)}", file=sys.stderr, flush=True)
         await _serve(registry, http, name, settings)
@@ -376,8 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not (policy is None or callable(policy) or isinstance(policy, ToolRegistry)):
                 return fail(f"--policy {args.policy!r} is neither callable nor a ToolRegistry")
             headers = _upstream_headers(args)
+            oauth = _upstream_oauth(args)
             run = functools.partial(
-                _gateway, args.upstream, headers, policy, args.http, args.name, settings
+                _gateway, args.upstream, headers, oauth, policy, args.http, args.name, settings
             )
     except (TargetError, ValueError) as error:
         return fail(str(error))

@@ -26,22 +26,28 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, cast, final
+from typing import Any, Final, Literal, cast, final
 
 import anyio
 import anyio.to_thread
+import httpx2
 import jwt
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from .._principal import Principal
 
 __all__ = [
     "REDACTED_TOKEN",
+    "ClientCredentials",
     "HttpAuth",
     "HttpLimits",
     "JwtTokens",
     "StaticTokens",
+    "principal_of",
 ]
 
 REDACTED_TOKEN: Final = "[redacted]"
@@ -72,6 +78,7 @@ class _Static:
     digest: bytes
     principal: str
     scopes: tuple[str, ...]
+    access: AccessToken
 
 
 @final
@@ -95,12 +102,16 @@ class StaticTokens:
         Raises:
             ValueError: An entry is malformed (the message never shows the token).
         """
-        self._entries: tuple[_Static, ...] = tuple(
-            _Static(_entry_digest(token), principal, tuple(scopes))
-            for token, principal, scopes in entries
-        )
-        if any(not entry.principal for entry in self._entries):
-            raise ValueError("every static token needs a principal")
+        checked: list[_Static] = []
+        for token, principal, scopes in entries:
+            if not principal:
+                raise ValueError("every static token needs a principal")
+            held = tuple(scopes)
+            access = AccessToken(
+                token=REDACTED_TOKEN, client_id=principal, subject=principal, scopes=list(held)
+            )
+            checked.append(_Static(_entry_digest(token), principal, held, access))
+        self._entries: tuple[_Static, ...] = tuple(checked)
 
     @classmethod
     def from_file(cls, path: str | Path) -> StaticTokens:
@@ -133,14 +144,8 @@ class StaticTokens:
         for entry in self._entries:
             if hmac.compare_digest(digest, entry.digest):
                 found = entry
-        if found is None:
-            return None
-        return AccessToken(
-            token=REDACTED_TOKEN,
-            client_id=found.principal,
-            subject=found.principal,
-            scopes=list(found.scopes),
-        )
+        # The same AccessToken for the same entry, as JwtTokens' cache does for a token.
+        return None if found is None else found.access
 
 
 def _entry_digest(token: str) -> bytes:
@@ -398,3 +403,113 @@ class HttpLimits:
         for name, value in values.items():
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+_PRINCIPALS: dict[int, tuple[AccessToken, Principal]] = {}
+
+
+def principal_of(access: AccessToken) -> Principal:
+    """The `Principal` of a verified token: its subject (or client), scopes and claims.
+
+    Never its ``token``: toolseam's verifiers redact it already, and any other verifier's
+    is left behind here. Claims that are not JSON are left out. Kept per ``AccessToken``
+    object (toolseam's verifiers hand out the same one for the same token), so a call
+    pays for building its principal once per verified token, not once per request.
+    """
+    known = _PRINCIPALS.get(id(access))
+    if known is not None and known[0] is access:
+        return known[1]
+    principal = _principal_of(access)
+    if len(_PRINCIPALS) >= _CACHE_SIZE:
+        _PRINCIPALS.pop(next(iter(_PRINCIPALS)))
+    _PRINCIPALS[id(access)] = (access, principal)
+    return principal
+
+
+def _principal_of(access: AccessToken) -> Principal:
+    name = access.subject or access.client_id or "unknown"
+    claims: Mapping[str, Any] = access.claims or {}
+    try:
+        return Principal(name, access.scopes, claims)
+    except (TypeError, ValueError):
+        # A verifier's odd claims or scope names cost the caller its claims, or its
+        # scopes, never the call's principal.
+        scopes = [scope for scope in access.scopes if scope and scope.split() == [scope]]
+        try:
+            return Principal(name, scopes, claims)
+        except TypeError:
+            return Principal(name, scopes)
+
+
+@final
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClientCredentials:
+    """The gateway's own OAuth client credentials for one upstream (the client side).
+
+    With these, the gateway gets its access token from the upstream's authorization server
+    by the ``client_credentials`` grant, through the MCP SDK's
+    ``ClientCredentialsOAuthProvider``: on the upstream's 401 it reads the upstream's RFC
+    9728 metadata, then the authorization server's, asks its token endpoint (with the RFC
+    8707 ``resource`` of the upstream, and the scopes MCP's scope selection picks: the
+    upstream's ``WWW-Authenticate`` challenge, else its metadata's ``scopes_supported``,
+    else the authorization server's) and presents the token; a new one is fetched when the
+    upstream refuses it. Tokens are kept in memory only. The secret never appears in a
+    ``repr``, a log or an error message.
+
+    Attributes:
+        issuer: The authorization server these credentials belong to (its issuer URL):
+            they are sent to no other, whatever the upstream's metadata names.
+        client_id: The gateway's client id at that authorization server.
+        client_secret: Its secret.
+        auth_method: How the secret is presented at the token endpoint.
+    """
+
+    issuer: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+
+    def __post_init__(self) -> None:
+        """Refuse an issuer that is not an http(s) URL, or an empty id or secret."""
+        if not self.issuer.startswith(("https://", "http://")):
+            raise ValueError(f"the issuer must be an http(s) URL, got {self.issuer!r}")
+        if not self.client_id or not self.client_secret:
+            raise ValueError("client credentials need a client id and a secret")
+
+    def provider(self, server_url: str) -> httpx2.Auth:
+        """The SDK's ``ClientCredentialsOAuthProvider`` for the upstream at ``server_url``."""
+        from mcp.client.auth.extensions.client_credentials import (
+            ClientCredentialsOAuthProvider,
+        )
+
+        return ClientCredentialsOAuthProvider(
+            server_url=server_url,
+            storage=_MemoryTokens(),
+            client_id=self.client_id,
+            client_secret=self.client_secret,
+            token_endpoint_auth_method=self.auth_method,
+            issuer=self.issuer,
+        )
+
+
+@final
+class _MemoryTokens:
+    """The SDK's ``TokenStorage``, in this process's memory only."""
+
+    __slots__ = ("_client", "_tokens")
+
+    def __init__(self) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client = client_info

@@ -55,6 +55,7 @@ from mcp.types import INVALID_REQUEST
 
 from .._registration import Registration
 from .._registry import ToolRegistry
+from ._auth import ClientCredentials
 from ._client import McpToolDefinition, list_tools
 from ._relay import SessionCallbacks
 
@@ -75,10 +76,12 @@ def redact_userinfo(text: str) -> str:
 
 
 @asynccontextmanager
-async def _with_headers(url: str, headers: Mapping[str, str]) -> AsyncGenerator[Any]:
-    """The SDK's streamable HTTP transport, sending ``headers`` on every request."""
+async def _with_headers(
+    url: str, headers: Mapping[str, str], auth: httpx2.Auth | None = None
+) -> AsyncGenerator[Any]:
+    """The SDK's streamable HTTP transport, sending ``headers`` (and ``auth``'s) each request."""
     async with (
-        httpx2.AsyncClient(headers=dict(headers), timeout=_TIMEOUT) as http,
+        httpx2.AsyncClient(headers=dict(headers), auth=auth, timeout=_TIMEOUT) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
@@ -124,6 +127,7 @@ class _Upstream:
     __slots__ = (
         "_attempt",
         "_closing",
+        "_credentials",
         "_delay",
         "_headers",
         "_lost",
@@ -142,9 +146,11 @@ class _Upstream:
         name: str,
         target: str | StdioServerParameters,
         headers: Mapping[str, str] | None = None,
+        credentials: ClientCredentials | None = None,
     ) -> None:
         self.name = name
         self._headers = headers
+        self._credentials = credentials
         # Every level: the gateway's own server filters by what each of its clients asked.
         self.callbacks = SessionCallbacks(log_level="debug")
         self._target = target
@@ -212,6 +218,10 @@ class _Upstream:
         # transport (mcp 2.0's `Client` does not take them directly).
         if not isinstance(self._target, str):
             return stdio_client(self._target)
+        if self._credentials is not None:
+            # One provider a connection: its token is fetched (again) as the upstream asks.
+            auth = self._credentials.provider(self._target)
+            return _with_headers(self._target, self._headers or {}, auth)
         if self._headers:
             return _with_headers(self._target, self._headers)
         return self._target
@@ -297,6 +307,7 @@ async def mount_upstreams(
     upstreams: Mapping[str, str | StdioServerParameters],
     *,
     headers: Mapping[str, Mapping[str, str]] | None = None,
+    oauth: Mapping[str, ClientCredentials] | None = None,
 ) -> AsyncGenerator[dict[str, list[str]]]:
     """Connect to MCP servers and register their tools, each under the prefix ``NAME_``.
 
@@ -319,6 +330,9 @@ async def mount_upstreams(
         headers: Upstream name to the HTTP headers the gateway sends that upstream on
             every request (its own credentials, e.g. ``Authorization: Bearer ...``). A
             client's token is never forwarded upstream. Never printed.
+        oauth: Upstream name to the gateway's OAuth client credentials for that (HTTP)
+            upstream: its access token comes from the upstream's authorization server by
+            the ``client_credentials`` grant (see `ClientCredentials`). Never printed.
 
     Yields:
         Each upstream's name and its tools' local names, in order.
@@ -335,6 +349,12 @@ async def mount_upstreams(
     for name in extra:
         if name not in upstreams:
             raise ValueError(f"headers for an unknown upstream: {name!r}")
+    credentials = dict(oauth or {})
+    for name in credentials:
+        if not isinstance(upstreams.get(name), str) or not str(upstreams[name]).startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(f"OAuth credentials for an unknown or non-HTTP upstream: {name!r}")
     mounted: dict[str, list[str]] = {}
     registrations: list[Registration] = []
     connected: list[_Upstream] = []
@@ -342,7 +362,7 @@ async def mount_upstreams(
     async with anyio.create_task_group() as tg:
         try:
             for name, target in links:
-                upstream = _Upstream(name, target, extra.get(name))
+                upstream = _Upstream(name, target, extra.get(name), credentials.get(name))
                 try:
                     tools = await tg.start(upstream.run)
                     connected.append(upstream)

@@ -411,12 +411,13 @@ async def serve_http(
     a request without a valid ``Authorization: Bearer`` token gets 401 with
     ``WWW-Authenticate: Bearer ... resource_metadata=...``, one without the required
     scopes 403 ``insufficient_scope``; a token anywhere else (a query string) is ignored.
-    A 2025-11-25 session serves only the principal that opened it. The principal reaches
-    a body only through the MCP request context (``mcp.server.auth.middleware.
-    auth_context.get_access_token()``), never with the token. Off loopback, ``auth`` is
-    required unless ``insecure_no_auth`` accepts the risk. ``Origin`` is checked on every
-    request (loopback origins on loopback, plus ``allow_origins``; a request without one
-    is accepted), ``Host`` against ``allow_hosts`` (or the loopback names on loopback).
+    A 2025-11-25 session serves only the principal that opened it. Every call carries the
+    token's `toolseam.Principal` (``exec.principal``; never the token), and a principal
+    sees and calls only the tools whose scopes it holds (contract §14). Off loopback,
+    ``auth`` is required unless ``insecure_no_auth`` accepts the risk. ``Origin`` is
+    checked on every request (loopback origins on loopback, plus ``allow_origins``; a
+    request without one is accepted), ``Host`` against ``allow_hosts`` (or the loopback
+    names on loopback).
 
     It serves until SIGINT or SIGTERM arrives (when ``handle_signals`` and running in the
     main thread) or until the task running it is cancelled. Then it shuts down cleanly:

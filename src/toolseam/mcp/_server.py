@@ -36,6 +36,7 @@ from typing import Any, Final, cast, final
 import anyio
 import anyio.lowlevel
 from mcp import types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -45,10 +46,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import __version__
 from .._definitions import ToolSchema
 from .._errors import AbortError, type_name
+from .._principal import Principal
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signals import AbortController, AbortSignal
 from .._views import ToolExecutionInput, ToolHost
+from ._auth import principal_of
 from ._host import RequestHost, connection_state, missing_capability_error, set_log_level
 from ._overtaken import EarlyCancels, request_key
 from ._rounds import INPUT_DEADLINE, RoundCall, Rounds, check_deadline
@@ -289,6 +292,7 @@ def _call_input(
     name: str,
     arguments: object,
     signal: AbortSignal,
+    principal: Principal | None,
     host: ToolHost | None = None,
 ) -> ToolExecutionInput:
     return ToolExecutionInput(
@@ -297,7 +301,23 @@ def _call_input(
         arguments={} if arguments is None else arguments,
         signal=signal,
         host=host,
+        principal=principal,
     )
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
+    """Who sent this request: the principal of the bearer token the HTTP server verified.
+
+    ``None`` without authentication (stdio, or HTTP without `HttpAuth`): the caller is
+    then trusted as an in-process one (contract §14).
+    """
+    scope: object = getattr(ctx.request, "scope", None)  # a starlette Request on HTTP
+    if not isinstance(scope, Mapping):
+        return None
+    user: object = cast("Mapping[str, object]", scope).get("user")
+    if not isinstance(user, AuthenticatedUser):
+        return None
+    return principal_of(user.access_token)
 
 
 def _early_cancels(ctx: ServerRequestContext[Any, Any], *, create: bool) -> EarlyCancels | None:
@@ -374,6 +394,7 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
                 name,
                 params.get("arguments"),
                 AbortSignal.aborted_signal(AbortError(_CANCELLED)),
+                _principal(ctx),
             )
             _mark_cancelled(ctx)
             with anyio.CancelScope(shield=True):
@@ -390,6 +411,7 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
                     name,
                     params.get("arguments"),
                     AbortSignal.aborted_signal(AbortError(_CANCELLED)),
+                    _principal(ctx),
                 )
                 with anyio.CancelScope(shield=True):
                     await registry.execute(call)
@@ -415,7 +437,9 @@ def serve_registry(
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_tool(schema) for schema in registry.schemas()])
+        # contract §14: a principal sees only the tools whose scopes it holds.
+        schemas = registry.schemas(principal=_principal(ctx))
+        return types.ListToolsResult(tools=[_tool(schema) for schema in schemas])
 
     def round_host(ctx: ServerRequestContext[Any], call: RoundCall) -> RequestHost:
         return RequestHost(ctx, call)
@@ -426,7 +450,9 @@ def serve_registry(
         signal: AbortSignal,
         host: ToolHost,
     ) -> ToolExecutionInput:
-        return _call_input(ctx.request_id, params.name, params.arguments, signal, host)
+        return _call_input(
+            ctx.request_id, params.name, params.arguments, signal, _principal(ctx), host
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -449,7 +475,12 @@ def serve_registry(
             controller.abort(AbortError(_CANCELLED))
         host = RequestHost(ctx)
         call = _call_input(
-            ctx.request_id, params.name, params.arguments, controller.signal, host.host
+            ctx.request_id,
+            params.name,
+            params.arguments,
+            controller.signal,
+            _principal(ctx),
+            host.host,
         )
         result = await _execute(registry, calls, call, controller, _disconnected(ctx), host)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:

@@ -57,6 +57,7 @@ from pydantic_monty import (
 
 from .._json import JsonValue, MaterializationError, materialize
 from .._nested import nested_input
+from .._principal import Principal
 from .._registry import ToolRegistry
 from .._results import ToolFailure, ToolResult, ToolSuccess
 from .._signals import AbortController, AbortSignal, fuse
@@ -108,7 +109,8 @@ class RunConfig:
 class _Parent:
     """The ``run_code`` call as its nested calls see it: its execution, with the run's signal.
 
-    What `nested_input` forwards (parent token, root call, agent, host) comes from the
+    What `nested_input` forwards (parent token, root call, agent, host, principal: the
+    program's calls are checked against their tools' scopes as ``run_code`` was) comes from the
     ``run_code`` call itself; the signal is the run's own (the call's, fused with its stop).
     """
 
@@ -119,6 +121,7 @@ class _Parent:
         "host",
         "name",
         "parent",
+        "principal",
         "root_call_id",
         "signal",
         "token",
@@ -133,6 +136,7 @@ class _Parent:
         self.agent: object | None = exec.agent
         self.parent: ExecutionToken | None = exec.parent
         self.host: ToolHost | None = exec.host
+        self.principal: Principal | None = exec.principal
         self.signal: AbortSignal = signal
 
 
