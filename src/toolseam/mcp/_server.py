@@ -424,12 +424,19 @@ def serve_registry(
         result = await _execute(registry, calls, call, controller, _disconnected(ctx), host)
         return call_tool_result(result)
 
+    def input_schema(tool: str) -> Mapping[str, Any] | None:
+        # The SDK's 2026-07-28 HTTP transport checks a call's `Mcp-Param-*` headers against
+        # the tool's schema; without this it runs the whole tools/list for every call.
+        definition = registry.get(tool)
+        return None if definition is None else definition.parameters
+
     server: Server[Any] = Server(
         name,
         version=version,
         instructions=instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        get_tool_input_schema=input_schema,
     )
     # Registered by hand (not `on_set_logging_level`, which the SDK marks deprecated); it
     # also makes the server advertise the `logging` capability.
