@@ -22,6 +22,7 @@ handler cancelled) and the gateway published ``ABORTED``.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -175,6 +176,7 @@ async def test_a_cancel_reaches_an_http_upstream_body_on_every_revision_pair(
 
 
 SDK_ASKING = [u for u in [*STDIO, *HTTP] if u.kind.startswith("sdk")]
+SDK_STDIO = [u for u in STDIO if u.kind.startswith("sdk")]
 
 
 @pytest.mark.parametrize("upstream", SDK_ASKING, ids=lambda u: u.kind)
@@ -192,3 +194,33 @@ async def test_an_upstream_question_reaches_the_gateways_client_on_either_revisi
     assert (result.is_error, _text(result)) == (False, "hello Ada")
     assert [params.message for params, _ in peer.asked] == ["Who are you?"]
     assert served.published == [("up_greet", None)]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", SDK_STDIO, ids=lambda u: u.kind)
+async def test_a_cancel_crosses_a_gateway_process_on_every_revision_pair(
+    upstream: Upstream, mode: str, record: Record, anyio_backend: str
+) -> None:
+    """Both hops over real pipes: ``python -m toolseam.mcp gateway`` over stdio, its client
+    in ``mode``, its upstream the SDK's ``MCPServer`` at either revision."""
+    tag = f"process-{upstream.kind}-{mode}-{anyio_backend}"
+    up = _stdio_target(upstream, anyio_backend, record)
+    command = shlex.join([up.command, *up.args])
+    argv = ["-m", "toolseam.mcp", "gateway", "--upstream", f"up={command}"]
+    gateway_process = StdioServerParameters(
+        command=sys.executable,
+        args=[*argv, "--backend", anyio_backend],
+        env={RECORD_ENV: str(record.path)},  # the gateway starts its upstream with its own
+        cwd=ROOT,
+    )
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(gateway_process, mode=mode, cache=None) as client:
+            assert client.protocol_version == (LEGACY if mode == "legacy" else MODERN)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "up_wait_for_abort", {"tag": tag})
+                await record.wait_for(event="body-started", tag=tag)
+                tg.cancel_scope.cancel()
+            await record.wait_for(event=upstream.stopped, tag=tag)
+            echoed = await client.call_tool("up_echo", {"text": "still up"})
+    assert [e["event"] for e in record.events(tag=tag)] == ["body-started", upstream.stopped]
+    assert (echoed.is_error, _text(echoed)) == (False, "still up")
