@@ -4,13 +4,14 @@ Three servers, each with a no-op ``echo`` tool (benchmarks/mcp_servers.py): tool
 (``python -m toolseam.mcp serve``), the SDK's own high-level server (``MCPServer``, the same
 transport mode and the same uvicorn), and the gateway (``python -m toolseam.mcp gateway``)
 in front of a toolseam server (stdio upstream for the stdio gateway, HTTP upstream for the
-HTTP one). Each over stdio and streamable HTTP, each with the SDK's client in both protocol
-revisions (``Client(..., mode="legacy")``: 2025-11-25; ``Client(...)``: 2026-07-28, as it
-negotiates), all connected for the whole run. Every round runs every contender, in an
-order rotating from round to round: a sequential batch, then a batch at 20 concurrent
-calls. Printed per contender: calls/s (median over rounds), per-call latency (median and
-p99 over every call of every round) and the server process's CPU per call (utime + stime,
-/proc, Linux only); ratios are taken within a round.
+HTTP one; the gateway's own connection to it negotiates, so hop 2 is at 2026-07-28 whichever
+revision the client speaks at hop 1). Each over stdio and streamable HTTP, each with the
+SDK's client in both protocol revisions (``Client(..., mode="legacy")``: 2025-11-25;
+``Client(...)``: 2026-07-28, as it negotiates), all connected for the whole run. Every round
+runs every contender, in an order rotating from round to round: a sequential batch, then a
+batch at 20 concurrent calls. Printed per contender: calls/s (median over rounds), per-call
+latency (median and p99 over every call of every round) and the server process's CPU per
+call (utime + stime, /proc, Linux only); ratios are taken within a round.
 
 Targets (issue 36): toolseam >= 0.9x the SDK server's throughput; the gateway's per-call
 latency <= 1.5x a direct call's and its throughput >= 0.67x; toolseam's server CPU per call

@@ -8,6 +8,12 @@ process, and A is the SDK's client over its in-memory transport (both hops are r
 Over streamable HTTP (asyncio only: uvicorn): both servers run in this process and A is a
 2025-era ``ClientSession``; there, anything a server withdraws after answering a request
 would be dropped with its stream, so the withdrawal tests matter most.
+
+Hop 2 is made at MCP 2025-11-25 here (``_Upstream.mode``, which the gateway otherwise
+leaves to negotiation): what these tests cross the hop with, a server's requests *during*
+a call and their withdrawal, exists only in that revision. The 2026-07-28 hop 2, where an
+upstream asks by answering ``InputRequiredResult``, is tested in
+tests/test_mcp_gateway_revisions.py.
 """
 
 from __future__ import annotations
@@ -29,12 +35,18 @@ from mcp_fixtures.support import GUARD, ROOT, Record, first_error, server_comman
 from test_mcp_host import Peer, Served, _code, _text, progress_sink
 from toolseam import ToolRegistry
 from toolseam.mcp import create_server, mount_upstreams, serve_http
+from toolseam.mcp._gateway import _Upstream
 
 UPSTREAM = ROOT / "tests" / "mcp_fixtures" / "capabilities.py"
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning",
 )
+
+
+@pytest.fixture(autouse=True)
+def handshake_upstreams(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_Upstream, "mode", "legacy")
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ async def main() -> None:
 # -> local_search -> Error: tool call denied: search the web upstream instead
 # -> web: search started
 # -> client: searching the web for MCP (1/3)
-# -> web: search saw the stop (operation aborted: the MCP request was cancelled)
+# -> web: search saw the stop (operation aborted: the MCP client closed the request's stream)
 # -> web: search -> ABORTED
 
 if __name__ == "__main__":

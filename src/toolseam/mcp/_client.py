@@ -17,7 +17,6 @@ awaits it; see ``toolseam.mcp._server``).
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, cast, final
 
@@ -26,7 +25,7 @@ import anyio.lowlevel
 from mcp import ClientSession, MCPError, types
 from mcp.shared.dispatcher import ProgressFnT
 
-from .._errors import ToolArgsError, ToolError
+from .._errors import ToolArgsError, ToolError, safe_str
 from .._json import FrozenDict, JsonValue, materialize
 from .._registration import Registration
 from .._registry import ToolRegistry
@@ -34,7 +33,13 @@ from .._results import ContentBlock, ToolResult, render_value
 from .._signals import in_loop
 from .._views import ToolExecution, ToolRunContext
 from ._relay import SessionCallbacks, elicit_for, sample_for
-from ._wire import CODE_META_KEY, CONTEXTS_META_KEY, MESSAGE_META_KEY, VALUE_META_KEY
+from ._wire import (
+    CODE_META_KEY,
+    CONTEXTS_META_KEY,
+    MESSAGE_META_KEY,
+    VALUE_META_KEY,
+    plain_json,
+)
 
 __all__ = [
     "REMOTE_TOOL_ERROR",
@@ -260,7 +265,14 @@ class McpToolDefinition:
                 f'invalid arguments for tool "{self._name}": expected a JSON object, '
                 f"got {type(arguments).__name__}"
             )
-        plain: dict[str, Any] = json.loads(json.dumps(arguments))
+        # Plain containers for the SDK, copied once (not through a JSON text and back): the
+        # registry handed us a JSON snapshot already.
+        try:
+            plain: dict[str, Any] = plain_json(cast("JsonValue", arguments))
+        except ValueError as error:
+            raise ToolArgsError(
+                f'invalid arguments for tool "{self._name}": {safe_str(error)}'
+            ) from None
         return _RemoteCall(plain)
 
     async def run(self, args: _RemoteCall, exec: ToolRunContext, /) -> types.CallToolResult:

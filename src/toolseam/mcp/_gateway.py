@@ -21,13 +21,15 @@ callback, whose pending hop-1 request the SDK then withdraws; an abort at the ga
 withdraws its hop-1 request and cancels hop 2, where the upstream withdraws its own.
 
 Connections. Each upstream is held by a task of its own (`_Upstream.run`) through the
-SDK's ``Client`` in *legacy* mode (the ``initialize`` handshake, MCP 2025-11-25): the
-revision in which a server can ask its client for input during a call, which the relay
-needs (at 2026-07-28 it answers ``InputRequiredResult`` instead, and toolseam servers do not
-park a body for that). Over HTTP, a cancellation then travels as a
-``notifications/cancelled`` POST of its own (see ``docs/mcp.md`` for its one limit). A stdio
-upstream is started once: when its process exits, its
-calls fail at once with ``REMOTE_TOOL_ERROR`` (the SDK closes the session) and it is not
+SDK's ``Client``, which negotiates the revision (its ``mode="auto"``): ``server/discover``
+first, MCP 2026-07-28 with a server that answers it, else the ``initialize`` handshake,
+MCP 2025-11-25. On a 2025-11-25 connection an upstream asks for input during a call (the
+relay's callbacks answer it) and a cancellation of hop 2 travels as a
+``notifications/cancelled`` (over HTTP a POST of its own; see ``docs/mcp.md`` for its one
+limit); on a 2026-07-28 one it asks by answering ``InputRequiredResult``, which the remote
+tool answers and retries (``_client``), and hop 2 is cancelled by closing its request's
+stream (stdio: the notification). A stdio upstream is started once: when its process
+exits, its calls fail at once with ``REMOTE_TOOL_ERROR`` (the SDK closes the session) and it is not
 restarted. An HTTP upstream reconnects on demand (`_Upstream.session`): when its
 connection is lost (the transport failed, or the server forgot the session), the next
 call opens a new one; if that fails, calls fail at once until a backoff delay has passed
@@ -42,7 +44,7 @@ import re
 import shlex
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Final, cast, final
+from typing import Any, ClassVar, Final, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -124,6 +126,10 @@ class _Upstream:
     the event loop's thread only; each transition happens without a checkpoint.
     """
 
+    # How the SDK's client picks the revision: negotiated. Tests that exercise what only one
+    # revision has (a server asking during a call: 2025-11-25) set it on the class.
+    mode: ClassVar[str] = "auto"
+
     __slots__ = (
         "_attempt",
         "_closing",
@@ -184,7 +190,7 @@ class _Upstream:
                 client = Client(
                     self._transport(),
                     cache=None,
-                    mode="legacy",
+                    mode=self.mode,
                     **self.callbacks.session_kwargs(),
                 )
                 async with client:
@@ -315,8 +321,8 @@ async def mount_upstreams(
     `McpToolDefinition` named ``NAME_`` + remote name, so a call through ``registry``
     reaches that upstream, and aborting its signal cancels the remote call. The upstream's
     progress, log messages, elicitation and sampling requests reach the call's
-    ``exec.progress``/``log``/``elicit``/``sample`` (each connection is made in MCP's
-    handshake mode, in which a server may ask its client during a call). The
+    ``exec.progress``/``log``/``elicit``/``sample``, whichever revision the connection
+    negotiated (2026-07-28 with a server that speaks it, else 2025-11-25). The
     connections are held until the context exits; then the tools are unregistered and
     the connections closed (a stdio upstream's process is stopped). An upstream that
     goes away fails only its own calls (``REMOTE_TOOL_ERROR``); an HTTP upstream

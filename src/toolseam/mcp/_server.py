@@ -491,7 +491,8 @@ def serve_registry(
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         # For the SDK's check of a 2026-07-28 call's Mcp-Param-* headers (SEP-2243): the
-        # tool's schema straight from the registry, instead of a tools/list per call.
+        # tool's schema straight from the registry; without it the SDK's HTTP transport runs
+        # the whole tools/list for every call.
         definition = registry.get(name)
         return None if definition is None else definition.parameters
 
