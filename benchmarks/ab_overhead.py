@@ -4,7 +4,7 @@ For trying a change to the hot path without trusting two runs minutes apart on a
 machine: the other copy is imported in the same process under the name ``toolseam_b``
 (the package uses relative imports only), and both are interleaved round by round::
 
-    cp -r src /tmp/exp && $EDITOR /tmp/exp/toolseam/_registry.py
+    cp -r src /tmp/exp && $EDITOR /tmp/exp/toolseam/_engine.py
     python benchmarks/ab_overhead.py /tmp/exp            # the dir that holds toolseam/
 
 The ratio column is B / A per round (median): below 1.00 means the copy is faster.

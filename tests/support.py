@@ -21,6 +21,7 @@ from toolseam import (
     _json,
     define_tool,
 )
+from toolseam._engine import Engine
 from toolseam._run import Boundary, CallState, _check_invariants
 from toolseam.reference import ReferenceRegistry
 
@@ -109,8 +110,8 @@ def code_of(result: ToolResult) -> str | None:
 Hook = Callable[[], None]
 
 
-# The stages `ToolRegistry.execute` and the batch drive, each with the boundary it starts
-# from and the one it ends at (the table of `CallState`).
+# The stages `ToolRegistry.execute` and the batch drive (its base `Engine`'s), each with the
+# boundary it starts from and the one it ends at (the table of `CallState`).
 _STAGES: tuple[tuple[str, Boundary, Boundary], ...] = (
     ("_stage_before", "started", "before dispatch"),
     ("_stage_dispatch", "before dispatch", "dispatched"),
@@ -122,11 +123,11 @@ _STAGES: tuple[tuple[str, Boundary, Boundary], ...] = (
 def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Boundary]]:
     """Assert `CallState`'s invariants at every stage boundary of every call of either engine.
 
-    Patches the stages of `ToolRegistry` and of the reference's `ReferenceRegistry` for the
-    duration: each is checked on entry and once it has completed (not when it raised: an
-    interrupted stage publishes, which is checked), and so is every run the engines start
-    (`_start`, `_skip_run`) and every run they publish. Yields the boundaries checked, so
-    that a test can see the checks ran.
+    Patches the stages of `ToolRegistry` (on its base `Engine`) and of the reference's
+    `ReferenceRegistry` for the duration: each is checked on entry and once it has completed
+    (not when it raised: an interrupted stage publishes, which is checked), and so is every
+    run the engines start (`_start`, `_skip_run`) and every run they publish. Yields the
+    boundaries checked, so that a test can see the checks ran.
     """
     checked: list[Boundary] = []
 
@@ -135,7 +136,7 @@ def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Bounda
         checked.append(boundary)
 
     def stage(name: str, entry: Boundary, exit: Boundary) -> Callable[..., Any]:
-        original = getattr(ToolRegistry, name)
+        original = getattr(Engine, name)
 
         def checked_stage(self: ToolRegistry, run: CallState, *args: Any, **kwargs: Any) -> Any:
             check(run, entry)
@@ -153,7 +154,7 @@ def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Bounda
         return checked_stage
 
     def made(name: str) -> Callable[..., Any]:
-        original = getattr(ToolRegistry, name)
+        original = getattr(Engine, name)
 
         def checked_start(self: ToolRegistry, *args: Any, **kwargs: Any) -> CallState:
             run: CallState = original(self, *args, **kwargs)
@@ -162,7 +163,7 @@ def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Bounda
 
         return checked_start
 
-    original_publish = ToolRegistry._publish  # pyright: ignore[reportPrivateUsage]
+    original_publish = Engine._publish  # pyright: ignore[reportPrivateUsage]
 
     def checked_publish(self: ToolRegistry, run: CallState) -> ToolResult:
         check(run, "published")
@@ -216,7 +217,7 @@ def checked_boundaries(*, wrapper_results: bool = False) -> Iterator[list[Bounda
             check_call(call, "published")
 
     classes: list[tuple[type, dict[str, Any]]] = [
-        (ToolRegistry, patches),
+        (Engine, patches),
         (
             ReferenceRegistry,
             {

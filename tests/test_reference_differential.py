@@ -982,7 +982,7 @@ def test_the_state_checks_refuse_an_illegal_state() -> None:
 # -- the fast paths: each "≡" of the engine against the reference ---------------------------
 
 # The engine's fast paths for a pipeline without some stage's listeners (`_stage_before`,
-# `_stage_dispatch`, `_stage_after` in _registry.py), each with events where they decide.
+# `_stage_dispatch`, `_stage_after` in _engine.py), each with events where they decide.
 FAST_PATHS = {
     "no pre-execute listener, no guard": Scenario(pre="none", guard="none"),
     "no around-dispatch wrapper": Scenario(wrapper="none"),
@@ -1104,7 +1104,7 @@ async def test_arguments_are_validated_alike(
 
 
 def test_execution_mode_matches() -> None:
-    """`ToolRegistry._mode`'s define_tool branch and its general one, against the reference."""
+    """`Engine._mode`'s define_tool branch and its general one, against the reference."""
     fast = build(Harness(Scenario(), "fast"))
     ref = build(Harness(Scenario(), "reference"))
     signal = AbortController().signal

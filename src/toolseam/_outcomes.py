@@ -6,15 +6,15 @@ reads a signal, a listener or the clock, so each can be read, and tested, on its
 reference pipeline (`toolseam.reference`) calls them at every point where docs/pipeline.md
 draws a decision.
 
-Both engines call them; the fast engine (`_registry`, `_run`) reads its facts off the run
+Both engines call them; the fast engine (`_engine`, `_run`) reads its facts off the run
 and calls, at each decision point: `classify` wherever it makes a cancellation result
 (`_start`, `_skip_run`, `_stage_before`, `_before_dispatch`, `_ask`, `_enter_body`,
 `_host_cancelled_body`); `denied` for a denial; `approval_outcome` and `no_approval_service`
-in `ToolRegistry._ask`; `apply_post` in `ToolRegistry._apply_post` (which keeps a plain
-`Accept()` inline: see its fast-path comment); `after_abort` through `_registry._after_abort`;
-`stage_raised` through `_registry._stage_raised`; `body_raised` through `_run._body_failure`;
+in `Engine._ask`; `apply_post` in `Engine._apply_post` (which keeps a plain
+`Accept()` inline: see its fast-path comment); `after_abort` through `_engine._after_abort`;
+`stage_raised` through `_engine._stage_raised`; `body_raised` through `_run._body_failure`;
 `is_abort` through `_run._is_abort_reason` (for the body and every stage);
-`interrupted` in `ToolRegistry._settle_interrupted`. None of these is on the path of a call
+`interrupted` in `Engine._settle_interrupted`. None of these is on the path of a call
 that neither aborts nor has a post-execute listener. The batch (`_batch`, `_sequencer`)
 decides no outcome of its own: it drives the registry's stages.
 """

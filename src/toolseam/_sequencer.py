@@ -35,7 +35,7 @@ __all__ = ["holds", "publish", "run_parallel_group"]
 def publish(registry: ToolRegistry, run: CallState, held: list[BaseException]) -> ToolResult:
     """Publish ``run``'s result; hold an interrupt an observer raised, not the batch.
 
-    `ToolRegistry._publish` raises a ``KeyboardInterrupt`` or ``SystemExit`` only after
+    `Engine._publish` (`_engine`) raises a ``KeyboardInterrupt`` or ``SystemExit`` only after
     every observer has seen the result, which is then the run's; raising it here would tear
     down the calls still running in the batch and lose their results.
     """

@@ -158,7 +158,7 @@ class TimeoutPolicyBase:
 
     A registry whose only around-dispatch wrapper is a timeout policy over that registry
     runs its calls as with its built-in timeout (the policy as innermost wrapper, which it
-    then is, *is* the built-in path): no chain, no view (see `ToolRegistry._stage_dispatch`).
+    then is, *is* the built-in path): no chain, no view (see `_engine.Engine._stage_dispatch`).
 
     Args:
         registry: The registry the policy looks tools up in.
