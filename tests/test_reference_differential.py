@@ -78,6 +78,9 @@ class Scenario:
 
     body: BodyKind = "async"
     tool: Literal["success", "failure", "invalid-output", "ignore-signal", "timeout"] = "success"
+    # The "timeout" tool's deadline. Short to end a call nothing else ends; long where the
+    # caller or the host also stops the call, so that their stop, not a clock, comes first.
+    deadline: float = 0.01
     cooperative: bool = True  # the body raises its abort once its signal aborted
     defer: bool = False  # the body defers a context
     pre: Literal["none", "allow", "deny", "ask", "raise", "honour", "wrong-type"] = "allow"
@@ -215,7 +218,7 @@ def build(h: Harness) -> ToolRegistry | reference.ReferenceRegistry:
             return ({"type": "text", "text": "final"},)
         return None
 
-    timeout = 0.01 if s.tool == "timeout" else None
+    timeout = s.deadline if s.tool == "timeout" else None
 
     async def async_body(args: Args, exec: ToolRunContext) -> int | str:
         h.started += 1
@@ -1127,7 +1130,17 @@ async def test_a_sole_timeout_policy_matches_the_built_in_deadline(
 ) -> None:
     """`timeout_policy(registry)` as the only wrapper takes the built-in deadline's path;
     the reference (which has no timeout_policy) enforces the built-in deadline."""
-    scenario = Scenario(body=body, tool=tool, wrapper="none", event=event, at="body")  # type: ignore[arg-type]
+    # A 10 ms deadline beside a caller's or host's stop would race them (a loaded CI machine
+    # once saw TOOL_TIMEOUT against ABORTED): those runs get a deadline that never comes.
+    deadline = 0.01 if event == "none" else 600.0
+    scenario = Scenario(
+        body=body,
+        tool=tool,  # type: ignore[arg-type]
+        wrapper="none",
+        event=event,  # type: ignore[arg-type]
+        at="body",
+        deadline=deadline,
+    )
 
     def policy(registry: ToolRegistry | reference.ReferenceRegistry) -> None:
         assert isinstance(registry, ToolRegistry)
