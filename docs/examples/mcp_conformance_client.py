@@ -96,6 +96,8 @@ HOST: Final = ToolHost(elicit=answer_with_defaults)
 REDIRECT_URI: Final = "http://localhost:3000/callback"
 # The client ID metadata document (SEP-991) the suite expects a client to name.
 CLIENT_METADATA_URL: Final = "https://conformance-test.local/client-metadata.json"
+# The MCP transports' own timeouts (httpx2's 5 s default is short for a loaded machine).
+HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
 
 
 class MemoryTokens:
@@ -126,7 +128,7 @@ class ScriptedAuthorization:
         self._result: AuthorizationCodeResult | None = None
 
     async def open(self, authorization_url: str) -> None:
-        async with httpx2.AsyncClient() as http:
+        async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
             response = await http.get(authorization_url)
         location = response.headers.get("location")
         if not response.is_redirect or location is None:
@@ -222,7 +224,9 @@ async def main(url: str) -> None:
         if scenario.startswith("auth/"):
             # The token is the transport's business: an httpx2.Auth on its HTTP client.
             auth = oauth_provider(url, context)
-            http = await stack.enter_async_context(httpx2.AsyncClient(auth=auth))
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(auth=auth, timeout=HTTP_TIMEOUT)
+            )
             server = streamable_http_client(url, http_client=http)
         client = await stack.enter_async_context(
             Client(server, mode=mode, **callbacks.session_kwargs())
