@@ -16,6 +16,15 @@ stateless requests),
 through ``registry.execute`` like any other tool's. The server's elicitation requests reach
 the call's ``exec.elicit``: the `ToolHost` below answers them with the form's defaults.
 
+The ``auth/*`` scenarios put the mock server behind an OAuth authorization server: the
+client gets its token through the SDK's ``OAuthClientProvider`` (an ``httpx2.Auth``) given to
+the streamable HTTP transport, which discovers the server's RFC 9728 metadata and the
+authorization server's, registers (dynamically, by a client ID metadata document URL, or with
+the pre-registered credentials of the scenario's context), runs the authorization code flow
+with PKCE and presents the token; ``scripted_authorization`` plays the user's browser. The
+tools are then registered and called as in any other scenario: authentication lives in the
+transport, below toolseam.
+
 Run without a URL (``python docs/examples/mcp_conformance_client.py``), it starts the
 example server next to it (``mcp_conformance_server.py``) over stdio and calls one of its
 tools at each revision.
@@ -27,13 +36,25 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import httpx2
 from mcp import StdioServerParameters
-from mcp.client import Client
+from mcp.client import Client, Transport
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import AnyUrl
 
 from toolseam import (
     AbortController,
@@ -69,6 +90,89 @@ async def answer_with_defaults(
 
 
 HOST: Final = ToolHost(elicit=answer_with_defaults)
+
+# Where the authorization server sends the user back; the scripted browser below reads the
+# code off the redirect, so nothing listens there.
+REDIRECT_URI: Final = "http://localhost:3000/callback"
+# The client ID metadata document (SEP-991) the suite expects a client to name.
+CLIENT_METADATA_URL: Final = "https://conformance-test.local/client-metadata.json"
+# The MCP transports' own timeouts (httpx2's 5 s default is short for a loaded machine).
+HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
+
+
+class MemoryTokens:
+    """The SDK's ``TokenStorage``, in memory: tokens and the client's registration."""
+
+    def __init__(self, client: OAuthClientInformationFull | None = None) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client = client
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client = client_info
+
+
+class ScriptedAuthorization:
+    """A user's browser that approves at once: it opens the authorization URL, does not
+    follow the redirect, and hands the code, state and issuer it carries to the provider."""
+
+    def __init__(self) -> None:
+        self._result: AuthorizationCodeResult | None = None
+
+    async def open(self, authorization_url: str) -> None:
+        async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            response = await http.get(authorization_url)
+        location = response.headers.get("location")
+        if not response.is_redirect or location is None:
+            raise RuntimeError(f"the authorization server answered {response.status_code}")
+        query = parse_qs(urlsplit(location).query)
+        code, state, iss = (query.get(key, [None])[0] for key in ("code", "state", "iss"))
+        if code is None:
+            raise RuntimeError("the authorization server redirected without a code")
+        self._result = AuthorizationCodeResult(code=code, state=state, iss=iss)
+
+    async def callback(self) -> AuthorizationCodeResult:
+        result, self._result = self._result, None
+        if result is None:
+            raise RuntimeError("no authorization response was received")
+        return result
+
+
+def oauth_provider(url: str, context: Mapping[str, Any]) -> OAuthClientProvider:
+    """The SDK's authorization-code provider for an ``auth/*`` scenario's server."""
+    metadata = OAuthClientMetadata(
+        client_name="toolseam-conformance-client",
+        redirect_uris=[AnyUrl(REDIRECT_URI)],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        application_type="native",
+    )
+    registered = None
+    if "client_id" in context and "client_secret" in context:  # pre-registered (no DCR)
+        registered = OAuthClientInformationFull(
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            token_endpoint_auth_method="client_secret_basic",
+            redirect_uris=[AnyUrl(REDIRECT_URI)],
+            issuer=context.get("issuer"),
+        )
+    browser = ScriptedAuthorization()
+    return OAuthClientProvider(
+        server_url=url,
+        client_metadata=metadata,
+        storage=MemoryTokens(registered),
+        redirect_handler=browser.open,
+        callback_handler=browser.callback,
+        client_metadata_url=CLIENT_METADATA_URL,
+    )
 
 
 async def call(registry: ToolRegistry, name: str, arguments: JsonValue) -> ToolResult:
@@ -115,7 +219,18 @@ async def main(url: str) -> None:
     mode = "auto" if version in MODERN_PROTOCOL_VERSIONS else "legacy"
     callbacks = SessionCallbacks()
     registry = ToolRegistry()
-    async with Client(url, mode=mode, **callbacks.session_kwargs()) as client:
+    async with AsyncExitStack() as stack:
+        server: str | Transport = url
+        if scenario.startswith("auth/"):
+            # The token is the transport's business: an httpx2.Auth on its HTTP client.
+            auth = oauth_provider(url, context)
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(auth=auth, timeout=HTTP_TIMEOUT)
+            )
+            server = streamable_http_client(url, http_client=http)
+        client = await stack.enter_async_context(
+            Client(server, mode=mode, **callbacks.session_kwargs())
+        )
         await register_mcp_tools(registry, client.session, callbacks=callbacks)
         for name, arguments in planned_calls(scenario, registry, context):
             await call(registry, name, arguments)
