@@ -57,6 +57,7 @@ Capability: TypeAlias = Literal[
     "ptc",
     "durable",
     "mcp",
+    "mcp_input_required",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -77,6 +78,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     "ptc",
     "durable",
     "mcp",
+    "mcp_input_required",
 )
 """Every capability, in the order reports list them."""
 
@@ -261,10 +263,12 @@ class Durable:
     returns the outcomes the journal then holds, as after a cancel."""
 
 
-McpStop: TypeAlias = Literal["cancel", "disconnect"]
+McpStop: TypeAlias = Literal["cancel", "disconnect", "no-retry"]
 """What the MCP client does at the stop (capability ``mcp``): ``"cancel"`` the request
 (2025-11-25 and stdio: ``notifications/cancelled``), or ``"disconnect"`` (close its
-connection mid-call)."""
+connection mid-call). ``"no-retry"`` (capability ``mcp_input_required``, 2026-07-28): the
+client takes the ``InputRequiredResult`` a body's question answers and never retries; the
+server runs with a short input deadline, and the stop disconnects."""
 
 CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]
 """The kit's witness of a code call's return (capability ``ptc``): the driver calls it the
@@ -387,7 +391,9 @@ class Driver(Protocol):
 
     A driver is stateless between scenarios: `run` builds a fresh registry each time. It
     may also have a ``lacking`` attribute, ``{capability: why the registry lacks it}``,
-    which the kit adds to the detail of a clause skipped for that capability.
+    which the kit adds to the detail of a clause skipped for that capability, and a
+    ``families`` attribute, the clause families (the id's part before the dot, ``{"mcp"}``)
+    it measures: every other clause is skipped, saying so.
     """
 
     @property

@@ -14,7 +14,7 @@ on the wire marks it.
 from __future__ import annotations
 
 from .._driver import McpStop, Scenario
-from .._kit import Kit
+from .._kit import WATCHDOG, Kit
 from ._base import clause
 
 _SECTION = "§5, quiescence (MCP)"
@@ -114,3 +114,42 @@ async def _disconnect_told(kit: Kit) -> str:
 async def _disconnect_awaited(kit: Kit) -> str:
     witness = await _stopped(kit, "disconnect")
     return _awaited(kit, witness, "the server's run ended")
+
+
+@clause(
+    "mcp.no-retry-aborts",
+    "On 2026-07-28, a body suspended at its question whose retry never comes is aborted "
+    "through its signal and finishes, while the client still holds its connection",
+    section=_SECTION,
+    requires=["mcp", "mcp_input_required"],
+)
+async def _no_retry(kit: Kit) -> str:
+    witness = _Witness(kit)
+    scenario = Scenario(
+        tools=[kit.tool("ask", "elicit")],
+        calls=[kit.call("ask", "c1")],
+        mcp="no-retry",
+        handled=witness,
+    )
+    running = kit.start(scenario)
+    await running.until("entered", "c1")
+    ended = await kit.wait_at_most(lambda: kit.probe.body("c1").finished)
+    told = kit.probe.signal_aborted("c1")
+    torn = kit.probe.body("c1").torn_down
+    effects = list(kit.probe.body("c1").effects)
+    running.abort()  # the client disconnects
+    await running.finish()
+    kit.check(running.raised is None, f"the driver raised {running.raised!r}")
+    kit.check(
+        ended,
+        f"the body still waited at its question {WATCHDOG:g}s after the server answered "
+        "input required, and no retry came: nothing aborted it",
+    )
+    kit.check(not torn, "the body was torn down by task cancellation at its question, not told")
+    kit.check(
+        told is True,
+        "the body ended at its question without being told through its signal "
+        f"(its effects: {effects or 'none'}): something other than an abort ended it",
+    )
+    kit.check(not any(e.startswith("answer:") for e in effects), f"the body went on: {effects}")
+    return "told through its signal at the input deadline, finished before the disconnect"

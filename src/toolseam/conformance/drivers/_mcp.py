@@ -8,7 +8,7 @@ cancel the request (the SDK sends ``notifications/cancelled``) or disconnect mid
 streams closed: the server reads end of file).
 
 "The server considers the call done" is measured in the server's own request pipeline: an
-innermost ``Server.middleware`` around ``tools/call`` marks the moment the handling of the
+outermost ``Server.middleware`` around ``tools/call`` marks the moment the handling of the
 call ended (answered or not: a cancelled request is never answered on the wire). `run`
 returns at that moment — after a disconnect, once the server's run has ended too — so a
 server that drops the call while its body still runs returns before the body finished, and
@@ -24,10 +24,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any, ClassVar, Literal, NoReturn, final
+from typing import Any, ClassVar, Final, Literal, NoReturn, final
 
 import anyio
 from mcp import MCPError, types
+from mcp.client.session import ClientRequestContext
+from pydantic import BaseModel
 from mcp.client import Client
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -39,7 +41,7 @@ from toolseam.mcp import create_server
 
 from .._driver import Call, Capability, Outcome, Scenario
 from .._scripts import ScriptedTool
-from ._toolseam import KeyArgs
+from ._toolseam import ExecReach, KeyArgs
 
 __all__ = [
     "MCPServerDriver",
@@ -93,6 +95,35 @@ class _TaskListen:
         raise NotImplementedError("no nested calls over MCP")
 
 
+INPUT_DEADLINE: Final = 0.05
+"""Seconds toolseam's server waits for the retry of an input-required round (``no-retry``)."""
+
+
+class _Answer(BaseModel):
+    answer: str
+
+
+@final
+class _ContextReach:
+    """An ``MCPServer`` tool's `Reach`: only ``ctx.elicit``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    async def progress(self, progress: float, message: str) -> None:
+        raise NotImplementedError("not measured over MCP")
+
+    def progress_sync(self, progress: float, message: str) -> None:
+        raise NotImplementedError("not measured over MCP")
+
+    async def elicit(self, question: str) -> str | None:
+        answer = await self._ctx.elicit(question, _Answer)
+        return answer.data.answer if answer.action == "accept" else None
+
+    async def run_process(self, argv: Sequence[str]) -> None:
+        raise NotImplementedError("not measured over MCP")
+
+
 def _toolseam_server(tools: Sequence[ScriptedTool]) -> Server[Any]:
     registry = ToolRegistry()
     for tool in tools:
@@ -100,12 +131,13 @@ def _toolseam_server(tools: Sequence[ScriptedTool]) -> Server[Any]:
         def define(tool: ScriptedTool) -> None:
             @define_tool(name=tool.name, description=tool.description)
             async def body(args: KeyArgs, exec: ToolRunContext) -> str:
-                return await tool.run(args, _SignalListen(exec))
+                reach = ExecReach(exec) if tool.reaches else None
+                return await tool.run(args, _SignalListen(exec), reach)
 
             registry.register(body)
 
         define(tool)
-    return create_server(registry)
+    return create_server(registry, input_deadline=INPUT_DEADLINE)
 
 
 def _mcpserver(tools: Sequence[ScriptedTool]) -> Server[Any]:
@@ -114,7 +146,8 @@ def _mcpserver(tools: Sequence[ScriptedTool]) -> Server[Any]:
 
         def define(tool: ScriptedTool) -> None:
             async def body(key: str, ctx: Context) -> str:
-                return await tool.run({"key": key}, _TaskListen())
+                reach = _ContextReach(ctx) if tool.reaches else None
+                return await tool.run({"key": key}, _TaskListen(), reach)
 
             server.add_tool(body, name=tool.name, description=tool.description)
 
@@ -129,7 +162,8 @@ class McpDriver:
     server: ClassVar[Literal["toolseam", "mcpserver"]] = "toolseam"
     revision: ClassVar[Revision] = "2025-11-25"
     backends: Sequence[str] = ("asyncio", "trio")
-    lacking: Mapping[Capability, str] = {}
+    families: Collection[str] = ("mcp",)
+    """Only the ``mcp.*`` clauses: the registry behind the server has its own driver."""
 
     @property
     def subject(self) -> str:
@@ -140,7 +174,14 @@ class McpDriver:
     @property
     def capabilities(self) -> Collection[Capability]:
         """Only the MCP clauses: every other one is the registry's own driver's business."""
-        return ("mcp",)
+        return ("mcp", "mcp_input_required") if self.revision == "2026-07-28" else ("mcp",)
+
+    @property
+    def lacking(self) -> Mapping[Capability, str]:
+        """Why a capability is missing."""
+        if self.revision == "2026-07-28":
+            return {}
+        return {"mcp_input_required": "input-required results are MCP 2026-07-28's"}
 
     def versions(self) -> Mapping[str, str]:
         """The versions measured."""
@@ -156,6 +197,7 @@ class McpDriver:
         server = self.build(scenario.tools)
         handled = anyio.Event()
         served = anyio.Event()
+        asked = anyio.Event()
         stop = scenario.mcp or "cancel"
 
         async def mark(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -165,10 +207,10 @@ class McpDriver:
                 return await call_next(ctx)
             finally:
                 handled.set()
-                if stop == "cancel" and scenario.handled is not None:
+                if stop == "cancel" and scenario.handled is not None and not asked.is_set():
                     scenario.handled()
 
-        server.middleware.append(mark)
+        server.middleware.insert(0, mark)  # outermost: nothing of the server's is outside it
         outcome = Outcome(call.call_id, "none", "no answer on the wire")
         async with create_client_server_memory_streams() as (client_streams, server_streams):
 
@@ -181,13 +223,15 @@ class McpDriver:
                     await server.run(*server_streams, server.create_initialization_options())
                 finally:
                     served.set()
-                    if stop == "disconnect" and scenario.handled is not None:
+                    if stop != "cancel" and scenario.handled is not None:
                         scenario.handled()
 
             async with anyio.create_task_group() as group:
                 group.start_soon(serve)
                 mode = "legacy" if self.revision == "2025-11-25" else self.revision
-                async with Client(transport(), mode=mode, cache=None) as client:  # pyright: ignore[reportArgumentType]
+                async with Client(
+                    transport(), mode=mode, cache=None, elicitation_callback=_never_asked
+                ) as client:  # pyright: ignore[reportArgumentType]
                     spoken = client.session.protocol_version
                     if spoken != self.revision:
                         raise RuntimeError(f"the client speaks {spoken}, not {self.revision}")
@@ -197,9 +241,15 @@ class McpDriver:
                         nonlocal outcome
                         with calling:
                             try:
-                                result = await client.call_tool(call.tool, dict(call.arguments))
+                                result = await client.session.call_tool(
+                                    call.tool, dict(call.arguments), allow_input_required=True
+                                )
                             except MCPError as error:
                                 outcome = Outcome(call.call_id, "error", str(error))
+                                return
+                            if isinstance(result, types.InputRequiredResult):
+                                asked.set()
+                                outcome = Outcome(call.call_id, "none", "input required, no retry")
                                 return
                             text = " ".join(
                                 b.text for b in result.content if isinstance(b, types.TextContent)
@@ -214,11 +264,18 @@ class McpDriver:
                         else:
                             scenario.stop.connect(lambda: _disconnect(client_streams))
                         await handled.wait()
-                        if stop == "disconnect":
+                        if stop != "cancel":
                             await served.wait()
                         calling.cancel()
                     return [outcome]
         return [outcome]  # pragma: no cover - the Client's exit never returns here
+
+
+async def _never_asked(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult:
+    """The client's elicitation: declared, so a server may ask; it never answers."""
+    return types.ElicitResult(action="cancel")
 
 
 def _disconnect(streams: Any) -> None:
