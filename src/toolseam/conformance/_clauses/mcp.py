@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from .._driver import McpStop, Scenario
 from .._kit import WATCHDOG, Kit
-from ._base import clause
+from .._probe import BodyRecord
+from ._base import clause, describe
 
 _SECTION = "§5, quiescence (MCP)"
 
@@ -26,10 +27,11 @@ class _Witness:
     def __init__(self, kit: Kit) -> None:
         self._kit = kit
         self.at: int | None = None
+        self.records: dict[str, BodyRecord] = {}
 
     def __call__(self) -> None:
         if self.at is None:
-            self.at, _ = self._kit.probe.stamp()
+            self.at, self.records = self._kit.probe.stamp()
 
 
 async def _stopped(kit: Kit, how: McpStop) -> _Witness:
@@ -49,9 +51,16 @@ async def _stopped(kit: Kit, how: McpStop) -> _Witness:
     return witness
 
 
-def _told(kit: Kit, what: str) -> str:
-    told = kit.probe.body("c1").told
-    kit.check(told is not None, f"the body was never told of the client's {what}")
+def _told(kit: Kit, witness: _Witness, what: str, done: str) -> str:
+    """The body was told of ``what`` by the time the server considered the call done."""
+    kit.check(witness.at is not None, f"the server never reported that {done}")
+    record = witness.records.get("c1")
+    told = None if record is None else record.told
+    kit.check(
+        told is not None,
+        f"the body had not been told of the client's {what} when {done} "
+        f"(later: {kit.probe.body('c1').told or 'never'})",
+    )
     kit.check(
         told == "signal", f"the body was torn down by {told} at the client's {what}, not told"
     )
@@ -77,8 +86,8 @@ def _awaited(kit: Kit, witness: _Witness, done: str) -> str:
     requires=["mcp"],
 )
 async def _cancel_told(kit: Kit) -> str:
-    await _stopped(kit, "cancel")
-    return _told(kit, "cancel")
+    witness = await _stopped(kit, "cancel")
+    return _told(kit, witness, "cancel", "the server's handling of tools/call ended")
 
 
 @clause(
@@ -100,8 +109,8 @@ async def _cancel_awaited(kit: Kit) -> str:
     requires=["mcp"],
 )
 async def _disconnect_told(kit: Kit) -> str:
-    await _stopped(kit, "disconnect")
-    return _told(kit, "disconnect")
+    witness = await _stopped(kit, "disconnect")
+    return _told(kit, witness, "disconnect", "the server's run ended")
 
 
 @clause(
@@ -149,7 +158,8 @@ async def _no_retry(kit: Kit) -> str:
     kit.check(
         told is True,
         "the body ended at its question without being told through its signal "
-        f"(its effects: {effects or 'none'}): something other than an abort ended it",
+        f"(its effects: {effects or 'none'}): something other than an abort ended it; the "
+        f"client got {' '.join(describe(o) for o in running.outcomes or ()) or 'nothing'}",
     )
     kit.check(not any(e.startswith("answer:") for e in effects), f"the body went on: {effects}")
     return "told through its signal at the input deadline, finished before the disconnect"
