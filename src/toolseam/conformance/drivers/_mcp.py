@@ -21,20 +21,20 @@ its bodies torn down by task cancellation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 from typing import Any, ClassVar, Final, Literal, NoReturn, final
 
 import anyio
 from mcp import MCPError, types
-from mcp.client.session import ClientRequestContext
-from pydantic import BaseModel
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
+from pydantic import BaseModel
 
 from toolseam import AbortError, ToolError, ToolRegistry, ToolRunContext, define_tool
 from toolseam.mcp import create_server
@@ -174,7 +174,8 @@ class McpDriver:
     @property
     def capabilities(self) -> Collection[Capability]:
         """Only the MCP clauses: every other one is the registry's own driver's business."""
-        return ("mcp", "mcp_input_required") if self.revision == "2026-07-28" else ("mcp",)
+        both: tuple[Capability, ...] = ("mcp", "mcp_input_required")
+        return both if self.revision == "2026-07-28" else ("mcp",)
 
     @property
     def lacking(self) -> Mapping[Capability, str]:
@@ -215,7 +216,7 @@ class McpDriver:
         async with create_client_server_memory_streams() as (client_streams, server_streams):
 
             @asynccontextmanager
-            async def transport() -> AsyncIterator[Any]:
+            async def transport() -> AsyncGenerator[Any]:
                 yield client_streams
 
             async def serve() -> None:
@@ -254,8 +255,10 @@ class McpDriver:
                             text = " ".join(
                                 b.text for b in result.content if isinstance(b, types.TextContent)
                             )
-                            status = "error" if result.is_error else "ok"
-                            outcome = Outcome(call.call_id, status, text, text)
+                            if result.is_error:
+                                outcome = Outcome(call.call_id, "error", text)
+                            else:
+                                outcome = Outcome(call.call_id, "ok", text, text)
 
                     async with anyio.create_task_group() as calls:
                         calls.start_soon(make_call)
