@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 
 import anyio
+import pytest
 
 from toolseam.conformance import CLAUSES, clause_ids, run_clauses
+from toolseam.conformance.drivers._mcp import ToolseamMcpDriver, ToolseamMcpDriver2026
 from toolseam.conformance.drivers._toolseam import ToolseamDriver
 
 ROOT = Path(__file__).parent.parent
@@ -22,9 +24,16 @@ async def test_toolseam_passes_every_clause(anyio_backend: str) -> None:
     assert [c.id for c in report.clauses] == clause_ids()
     # DBOS runs on asyncio only: on trio the durable clauses report the capability missing.
     durable = {c.id for c in CLAUSES if "durable" in c.requires}
-    assert {c.status for c in report.clauses if c.id not in durable} == {"pass"}, [
+    # Its MCP server is measured over the wire by the toolseam-mcp drivers (below).
+    wire = {c.id for c in CLAUSES if "mcp" in c.requires}
+    assert {c.status for c in report.clauses if c.id not in durable | wire} == {"pass"}, [
         (c.id, c.detail) for c in report.clauses if c.status != "pass"
     ]
+    assert all(
+        c.status == "skip" and "toolseam-mcp drivers" in c.detail
+        for c in report.clauses
+        if c.id in wire
+    )
     verdicts = {c.status for c in report.clauses if c.id in durable}
     assert verdicts == ({"pass"} if anyio_backend == "asyncio" else {"skip"}), [
         (c.id, c.detail) for c in report.clauses if c.id in durable
@@ -33,6 +42,22 @@ async def test_toolseam_passes_every_clause(anyio_backend: str) -> None:
         assert all("cannot host trio" in c.detail for c in report.clauses if c.id in durable)
     assert report.subject == "toolseam"
     assert set(report.versions) >= {"toolseam", "anyio", "python"}
+
+
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+async def test_toolseams_mcp_server_passes_every_mcp_clause(
+    anyio_backend: str, revision: str
+) -> None:
+    """Over the wire, with the MCP SDK's client: a cancel and a disconnect are told and
+    awaited; on 2026-07-28 a retry that never comes aborts the suspended body."""
+    driver = ToolseamMcpDriver() if revision == "2025-11-25" else ToolseamMcpDriver2026()
+    report = await run_clauses(driver)
+    wire = {c.id for c in CLAUSES if c.id.startswith("mcp.")}
+    verdicts = {c.id: c.status for c in report.clauses if c.id in wire}
+    assert {s for i, s in verdicts.items() if i != "mcp.no-retry-aborts"} == {"pass"}
+    assert verdicts.get("mcp.no-retry-aborts") == ("pass" if revision == "2026-07-28" else "skip")
+    assert all(c.status == "skip" for c in report.clauses if c.id not in wire)
+    assert report.subject == f"toolseam-mcp@{revision}"
 
 
 def test_clauses_have_stable_unique_ids_traced_to_the_contract() -> None:

@@ -92,7 +92,9 @@ class _WithoutProgress:
 
     subject = "no progress"
     backends = ("asyncio", "trio")
-    capabilities: Collection[Capability] = tuple(c for c in CAPABILITIES if c != "progress")
+    capabilities: Collection[Capability] = tuple(
+        c for c in CAPABILITIES if c not in ("progress", "mcp", "mcp_input_required")
+    )
     lacking: Mapping[Capability, str] = MappingProxyType({"progress": "its tools report nothing"})
 
     def versions(self) -> dict[str, str]:

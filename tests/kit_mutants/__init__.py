@@ -8,7 +8,7 @@ skip) every other clause. A new family of clauses adds a module here with its ow
 
 from __future__ import annotations
 
-from . import capabilities, core, durable, ptc
+from . import capabilities, core, durable, mcp, ptc
 from ._base import BOTH, Mutant, ToolseamMutant, race_abort
 
 __all__ = ["BOTH", "MUTANTS", "Mutant", "ToolseamMutant", "race_abort"]
@@ -18,5 +18,6 @@ MUTANTS: tuple[Mutant, ...] = (
     *capabilities.MUTANTS,
     *ptc.MUTANTS,
     *durable.MUTANTS,
+    *mcp.MUTANTS,
 )
 """Every mutant, from every family's module."""

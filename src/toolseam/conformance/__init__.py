@@ -26,6 +26,7 @@ from ._driver import Driver as Driver
 from ._driver import Durable as Durable
 from ._driver import Listen as Listen
 from ._driver import ListenerScript as ListenerScript
+from ._driver import McpStop as McpStop
 from ._driver import ObserverScript as ObserverScript
 from ._driver import Outcome as Outcome
 from ._driver import Program as Program
@@ -59,6 +60,7 @@ __all__ = (
     "ElicitationScript",
     "Listen",
     "ListenerScript",
+    "McpStop",
     "ObserverScript",
     "Outcome",
     "Program",

@@ -30,6 +30,7 @@ __all__ = [
     "Durable",
     "Listen",
     "ListenerScript",
+    "McpStop",
     "ObserverScript",
     "Outcome",
     "Program",
@@ -55,6 +56,8 @@ Capability: TypeAlias = Literal[
     "process",
     "ptc",
     "durable",
+    "mcp",
+    "mcp_input_required",
 ]
 """What a driver can do beyond single async calls; a clause needing a missing one is skipped."""
 
@@ -74,6 +77,8 @@ CAPABILITIES: tuple[Capability, ...] = (
     "process",
     "ptc",
     "durable",
+    "mcp",
+    "mcp_input_required",
 )
 """Every capability, in the order reports list them."""
 
@@ -258,6 +263,13 @@ class Durable:
     returns the outcomes the journal then holds, as after a cancel."""
 
 
+McpStop: TypeAlias = Literal["cancel", "disconnect", "no-retry"]
+"""What the MCP client does at the stop (capability ``mcp``): ``"cancel"`` the request
+(2025-11-25 and stdio: ``notifications/cancelled``), or ``"disconnect"`` (close its
+connection mid-call). ``"no-retry"`` (capability ``mcp_input_required``, 2026-07-28): the
+client takes the ``InputRequiredResult`` a body's question answers and never retries; the
+server runs with a short input deadline, and the stop disconnects."""
+
 CodeReturnScript: TypeAlias = Callable[[Collection[int]], None]
 """The kit's witness of a code call's return (capability ``ptc``): the driver calls it the
 moment its code call returned (or raised, or let a host's cancellation go on), with the ids
@@ -283,7 +295,9 @@ class Scenario:
         "code_returned",
         "durable",
         "elicit",
+        "handled",
         "max_parallel",
+        "mcp",
         "observer",
         "post_execute",
         "pre_execute",
@@ -310,6 +324,8 @@ class Scenario:
         program: Program | None = None,
         code_returned: CodeReturnScript | None = None,
         durable: Durable | None = None,
+        mcp: McpStop | None = None,
+        handled: Callable[[], None] | None = None,
     ) -> None:
         self.tools: Sequence[ScriptedTool] = tools
         """The scripted tools to register (fresh for every scenario)."""
@@ -345,6 +361,16 @@ class Scenario:
         self.durable: Durable | None = durable
         """Run ``calls`` as one durable workflow, as `Durable` says (capability
         ``durable``); `stop` is then the engine's cancellation of that workflow."""
+        self.mcp: McpStop | None = mcp
+        """Serve the tools from an MCP server and make the one call with the MCP SDK's
+        client over the wire (capability ``mcp``); `stop` is then what this says the client
+        does: ``"cancel"`` the request, or ``"disconnect"``. The server considers the call
+        done when its ``tools/call`` handling ended (after a disconnect, once the server's
+        run also ended): the driver calls `handled` then."""
+        self.handled: Callable[[], None] | None = handled
+        """The kit's witness (capability ``mcp``): the driver calls it the moment the
+        server's handling of the call ended (after a disconnect: the server's run), in that
+        same step; `Driver.run` may close the connection after it."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []
@@ -365,7 +391,9 @@ class Driver(Protocol):
 
     A driver is stateless between scenarios: `run` builds a fresh registry each time. It
     may also have a ``lacking`` attribute, ``{capability: why the registry lacks it}``,
-    which the kit adds to the detail of a clause skipped for that capability.
+    which the kit adds to the detail of a clause skipped for that capability, and a
+    ``families`` attribute, the clause families (the id's part before the dot, ``{"mcp"}``)
+    it measures: every other clause is skipped, saying so.
     """
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import platform
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, cast, final
 
@@ -93,12 +93,17 @@ def clause_ids() -> list[str]:
 
 async def run_clause(driver: Driver, clause: Clause) -> ClauseResult:
     """Run one clause against ``driver`` (inside a running event loop)."""
+    # Optional: a driver may measure only some families of clauses (``{"mcp"}``).
+    families: Collection[str] | None = getattr(driver, "families", None)
+    if families is not None and clause.id.split(".")[0] not in families:
+        only = ", ".join(f"{f}.*" for f in sorted(families))
+        return _result(clause, "skip", f"the driver measures only {only}")  # scoreboard._OUTSIDE
     missing = [c for c in clause.requires if c not in driver.capabilities]
     if missing:
         needs = ", ".join(f"`{c}`" for c in missing)
         # Optional: a driver may say why its registry lacks a capability.
         lacking: Mapping[str, str] = getattr(driver, "lacking", None) or {}
-        why = "; ".join(lacking[c] for c in missing if c in lacking)
+        why = "; ".join(dict.fromkeys(lacking[c] for c in missing if c in lacking))
         why = f": {why}" if why else ""
         return _result(clause, "skip", f"needs {needs}, which the driver does not offer{why}")
     status: Verdict = "pass"

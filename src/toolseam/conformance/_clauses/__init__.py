@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from . import batch, capabilities, durable, host, listeners, ptc, single, stages, timeouts
+from . import batch, capabilities, durable, host, listeners, mcp, ptc, single, stages, timeouts
 from ._base import CLAUSES, Clause
 
 __all__ = ["CLAUSES", "Clause"]
 
 # Report order: one call, then host cancellation, deadlines, batches, the other stages, the
-# listeners, what a body reaches, programs, durable workflows.
-_ORDER = [single, host, timeouts, batch, stages, listeners, capabilities, ptc, durable]
+# listeners, what a body reaches, programs, durable workflows, MCP servers over the wire.
+_ORDER = [single, host, timeouts, batch, stages, listeners, capabilities, ptc, durable, mcp]
 CLAUSES.sort(key=lambda c: [m.__name__ for m in _ORDER].index(c.check.__module__))
 
-del batch, capabilities, durable, host, listeners, ptc, single, stages, timeouts
+del batch, capabilities, durable, host, listeners, mcp, ptc, single, stages, timeouts

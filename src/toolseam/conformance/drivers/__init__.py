@@ -46,6 +46,10 @@ BUILTIN: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
         "toolseam.conformance.drivers._temporal_activities:TemporalActivitiesDriver",
         ("temporalio",),
     ),
+    "toolseam-mcp": ("toolseam.conformance.drivers._mcp:ToolseamMcpDriver", ("mcp",)),
+    "toolseam-mcp-2026": ("toolseam.conformance.drivers._mcp:ToolseamMcpDriver2026", ("mcp",)),
+    "mcp-sdk-mcpserver": ("toolseam.conformance.drivers._mcp:MCPServerDriver", ("mcp",)),
+    "mcp-sdk-mcpserver-2026": ("toolseam.conformance.drivers._mcp:MCPServerDriver2026", ("mcp",)),
 }
 """Built-in driver names: ``{name: ("module:attr", (distributions it needs, ...))}``."""
 

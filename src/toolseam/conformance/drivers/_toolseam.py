@@ -344,9 +344,18 @@ def capabilities() -> tuple[Capability, ...]:
     return tuple(c for c in CAPABILITIES if c not in missing)
 
 
+OVER_MCP: Mapping[str, str] = {
+    "mcp": "an in-process registry: its MCP server is measured by the toolseam-mcp drivers",
+    "mcp_input_required": (
+        "an in-process registry: its MCP server is measured by the toolseam-mcp drivers"
+    ),
+}
+"""The MCP capabilities, which a driver of an in-process registry lacks."""
+
+
 def lacking() -> dict[str, str]:
     """The capabilities toolseam's driver lacks here, and why."""
-    why: dict[str, str] = {}
+    why: dict[str, str] = dict(OVER_MCP)
     if importlib.util.find_spec("pydantic_monty") is None:
         why["ptc"] = "toolseam.ptc needs pydantic-monty (pip install 'toolseam[ptc]')"
     if importlib.util.find_spec("dbos") is None:

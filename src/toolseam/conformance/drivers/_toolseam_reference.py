@@ -16,13 +16,14 @@ from toolseam import AbortController, ToolCall, ToolExecutionInput, ToolRegistry
 from toolseam.reference import ReferenceRegistry, run_tool_calls
 
 from .._driver import CAPABILITIES, Capability, Outcome, Scenario
-from ._toolseam import _Approval, outcome_of, prepare
+from ._toolseam import OVER_MCP, _Approval, outcome_of, prepare
 
 __all__ = ["ReferenceDriver"]
 
 _LACKING: Mapping[str, str] = {
     "ptc": "toolseam.ptc runs programs on a ToolRegistry; the reference pipeline has none",
     "durable": "toolseam.durable wraps a ToolRegistry; the reference pipeline has no journal",
+    **OVER_MCP,
 }
 
 
