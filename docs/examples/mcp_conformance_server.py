@@ -7,7 +7,9 @@ handshake, then a session) or 2026-07-28 (stateless requests); one server speaks
 This registry has every tool its scenarios call, with the arguments and results they
 expect; serve it with::
 
-    python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000
+    python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000 \\
+        --task slow_compute --task failing_job=required --task protocol_error_job \\
+        --task confirm_delete --task multi_input --task test_tool_with_task=after-input
     npx @modelcontextprotocol/conformance@0.2.0-alpha.12 server \\
         --url http://127.0.0.1:8000/mcp --requirements 2026-07-28
 
@@ -21,6 +23,10 @@ scenarios). On 2026-07-28, a body that asks for a capability the client did not 
 ``MissingRequiredClientCapabilityError``. ``test_custom_header`` declares an
 ``x-mcp-header`` argument: a 2026-07-28 client mirrors it into an ``Mcp-Param-Region``
 header, which the server checks against the body.
+
+Six tools run as tasks of the MCP tasks extension (the ``--task`` options, `TASKS`; the
+``tasks-*`` scenarios): a 2026-07-28 client that declares ``io.modelcontextprotocol/tasks``
+gets a task id for their calls and polls ``tasks/get``.
 
 Run as a program, it calls a few of its tools through an MCP client of its own, which
 answers the server's questions: ``python docs/examples/mcp_conformance_server.py``.
@@ -530,12 +536,24 @@ async def multi_input(args: NoArgs, exec: ToolRunContext) -> str:
     return ", ".join(said)
 
 
-TASKS: Final[Mapping[str, Literal["optional", "required"]]] = {
+@define_tool(
+    name="test_tool_with_task",
+    description="Asks the user's name, then goes on as a task (after-input)",
+)
+async def tool_with_task(args: NoArgs, exec: ToolRunContext) -> str:
+    answer = await exec.elicit("What is your name?", UserName, key="user_name")
+    who = answer.content["name"] if answer.content else "nobody"
+    await pause(exec, 0.2)  # the rest of the work, as a task
+    return f"Hello, {who}, from a task!"
+
+
+TASKS: Final[Mapping[str, Literal["optional", "required", "after-input"]]] = {
     "slow_compute": "optional",
     "failing_job": "required",
     "protocol_error_job": "optional",
     "confirm_delete": "optional",
     "multi_input": "optional",
+    "test_tool_with_task": "after-input",
 }
 
 
@@ -569,6 +587,7 @@ for tool in (
     protocol_error_job,
     confirm_delete,
     multi_input,
+    tool_with_task,
 ):
     registry.register(tool)
 registry.register(JsonSchemaTool())

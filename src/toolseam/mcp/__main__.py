@@ -176,11 +176,12 @@ def _parser() -> argparse.ArgumentParser:
         )
         command.add_argument(
             "--task",
-            metavar="TOOL[=required]",
+            metavar="TOOL[=SUPPORT]",
             action="append",
             default=[],
             help="serve TOOL's calls as tasks of the MCP tasks extension (2026-07-28) to "
-            "clients that declare it; =required refuses the others (repeatable)",
+            "clients that declare it; =required refuses the others, =after-input (required) "
+            "asks its first questions before it becomes a task (repeatable)",
         )
         command.add_argument(
             "--backend",
@@ -342,8 +343,10 @@ def _tasks(values: Sequence[str]) -> dict[str, str]:
     tasks: dict[str, str] = {}
     for value in values:
         name, _, support = value.partition("=")
-        if not name or support not in ("", "optional", "required"):
-            raise ValueError(f"--task wants TOOL, TOOL=optional or TOOL=required, got {value!r}")
+        if not name or support not in ("", "optional", "required", "after-input"):
+            raise ValueError(
+                f"--task wants TOOL or TOOL=optional|required|after-input, got {value!r}"
+            )
         tasks[name] = support or "optional"
     return tasks
 

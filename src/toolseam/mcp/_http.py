@@ -65,8 +65,8 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from .._registry import ToolRegistry
 from ._auth import HttpAuth, HttpLimits
 from ._rounds import INPUT_DEADLINE
-from ._tasks import MAX_TASKS, TASK_TTL, TaskSupport
 from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
+from ._tasks import MAX_TASKS, TASK_TTL, TaskSupport
 
 __all__ = ["MCP_PATH", "serve_http"]
 

@@ -469,6 +469,31 @@ class Rounds:
         group.tg.start_soon(self._run, call, execution)
         return call
 
+    def resume_task(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> RoundCall:
+        """Resume a suspended call with the retry's answers, to go on as a task (``_tasks``).
+
+        The retry is checked as any other (its state signed, for this call and round, not
+        replayed); a state from another server process is refused, whatever the tool.
+        """
+        state = params.request_state
+        assert state is not None
+        claims = self.key.verify(state)
+        if isinstance(claims, Foreign):
+            raise refused(
+                "it was issued by another server process (this server restarted, or the "
+                "retry reached another one): its call cannot continue here, and was not run again"
+            )
+        digest = arguments_digest(params.arguments or {})
+        call = self._resume(claims, params.name, digest, self.key.principal())
+        self._forget(call)  # a task from now on: no request state names it any more
+        call.answer(params.input_responses or {})
+        host = call.host
+        assert host is not None
+        host.rebind(ctx)
+        return call
+
     def _resume(self, claims: Claims, tool: str, digest: str, principal: str | None) -> RoundCall:
         same_caller = (claims.principal is None and principal is None) or (
             claims.principal is not None

@@ -32,7 +32,7 @@ import hmac
 import itertools
 import secrets
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
 
 import anyio
@@ -77,9 +77,11 @@ MAX_TASKS: Final = 256
 TASK_TTL: Final = 3600.0
 """Seconds a finished task stays readable with ``tasks/get`` (default)."""
 
-TaskSupport: TypeAlias = Literal["optional", "required"]
+TaskSupport: TypeAlias = Literal["optional", "required", "after-input"]
 """Whether a tool's calls become tasks: ``optional`` (only for clients that declare the
-extension) or ``required`` (a client that does not is refused with -32021)."""
+extension), ``required`` (a client that does not is refused with -32021), or
+``after-input`` (required; the call's first questions travel as an ``InputRequiredResult``,
+and the retry that answers them makes it a task: SEP-2663's MRTR-then-task composition)."""
 
 _POLL_MS: Final = 500
 _HEADER_MISMATCH: Final = -32020
@@ -89,12 +91,12 @@ _CANCELLED: Final = "the MCP client cancelled the task"
 def check_tasks(tasks: object, max_tasks: object, task_ttl: object) -> None:
     """The server's task settings checked; raises ``ValueError`` saying what is wrong."""
     if not isinstance(tasks, Mapping):
-        raise ValueError(f"`tasks` must map tool names to 'optional' or 'required', got {tasks!r}")
+        raise ValueError(f"`tasks` must map tool names to a TaskSupport, got {tasks!r}")
     for name, support in cast("Mapping[object, object]", tasks).items():
-        if type(name) is not str or support not in ("optional", "required"):
+        if type(name) is not str or support not in ("optional", "required", "after-input"):
             raise ValueError(
-                f"`tasks` must map tool names to 'optional' or 'required', got {name!r}: "
-                f"{support!r}"
+                "`tasks` must map tool names to 'optional', 'required' or 'after-input', got "
+                f"{name!r}: {support!r}"
             )
     if type(max_tasks) is not int or max_tasks < 1:
         raise ValueError(f"`max_tasks` must be a positive int, got {max_tasks!r}")
@@ -103,7 +105,7 @@ def check_tasks(tasks: object, max_tasks: object, task_ttl: object) -> None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class TaskParams(types.RequestParams):
@@ -196,11 +198,13 @@ class Tasks:
         if support is None or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None
         if not _declares(ctx):
-            if support == "required":
+            if support != "optional":
                 raise _missing()
             return None  # an optional task runs as an ordinary call
-        if params.request_state is not None:
-            return None  # a retry of a call that asked before it became a task
+        if support == "after-input" and params.request_state is None:
+            return None  # its first questions travel as an InputRequiredResult (`_rounds`)
+        if support != "after-input" and params.request_state is not None:
+            return None  # a retry of a call that asked before it became a task: not one
         self._expire()
         live = sum(1 for task in self._tasks.values() if task.call.result is None)
         if live >= self._max:
@@ -209,7 +213,11 @@ class Tasks:
                 f"this MCP server already runs {self._max} tasks, its limit; the call was not "
                 "run: retry once one has finished",
             )
-        call = self._rounds.start_task(ctx, params, make_host, make_input)
+        if support == "after-input":
+            # The retry that answers the call's first questions makes it a task.
+            call: RoundCall | None = self._rounds.resume_task(ctx, params)
+        else:
+            call = self._rounds.start_task(ctx, params, make_host, make_input)
         if call is None:
             return None
         host = call.host
