@@ -632,7 +632,7 @@ async def main() -> None:
     )
     async with client:
         tools = (await client.list_tools()).tools
-        print(len(tools), "tools")  # -> 23 tools
+        print(len(tools), "tools")  # -> 30 tools
         for name in ("test_simple_text", "test_multiple_content_types", "test_error_handling"):
             print(name, describe(await client.call_tool(name, {})))
         # -> test_simple_text ok [text]
