@@ -313,7 +313,6 @@ _AUTH_EXTENSIONS = {
         "auth extension (SEP-1933, RFC 7523 JWT bearer grant): not implemented"
     ),
 }
-_PART_3 = "in progress: issue 39 part 3 (the tasks extension)"
 _OUT_OF_SCOPE_SERVER = {
     "completion-complete": _TOOLS_ONLY,
     **dict.fromkeys(
@@ -361,20 +360,6 @@ MCP_CONFORMANCE_EXPECTED_FAILURES: dict[str, dict[str, dict[str, str]]] = {
             "caching:sep-2549-resources-templates-list-caching-hints": _TOOLS_ONLY,
             # Its input request is a prompts/get, which a tools-only server does not serve.
             "input-required-result-non-tool-request": _TOOLS_ONLY,
-            **dict.fromkeys(
-                (
-                    "tasks-lifecycle",
-                    "tasks-capability-negotiation",
-                    "tasks-wire-fields",
-                    "tasks-request-state-removal",
-                    "tasks-mrtr-input",
-                    "tasks-request-headers",
-                    "tasks-dispatch-and-envelope",
-                    "tasks-required-task-error",
-                    "tasks-mrtr-composition",
-                ),
-                _PART_3,
-            ),
         },
         "client": dict(_AUTH_EXTENSIONS),
     },
@@ -441,9 +426,18 @@ def _start_conformance_server(
     python = shutil.which("python", path=session.bin)
     assert python is not None
     target = "docs/examples/mcp_conformance_server.py:registry"
+    # The tools served as tasks (the `tasks-*` scenarios): the example's TASKS.
+    tasks = [
+        "--task=slow_compute",
+        "--task=failing_job=required",
+        "--task=protocol_error_job",
+        "--task=confirm_delete",
+        "--task=multi_input",
+        "--task=test_tool_with_task=after-input",
+    ]
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [python, "-m", "toolseam.mcp", "serve", target, "--http", "127.0.0.1:0"],
+            [python, "-m", "toolseam.mcp", "serve", target, "--http", "127.0.0.1:0", *tasks],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

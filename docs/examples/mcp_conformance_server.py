@@ -7,7 +7,9 @@ handshake, then a session) or 2026-07-28 (stateless requests); one server speaks
 This registry has every tool its scenarios call, with the arguments and results they
 expect; serve it with::
 
-    python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000
+    python -m toolseam.mcp serve docs/examples/mcp_conformance_server.py:registry --http 8000 \\
+        --task slow_compute --task failing_job=required --task protocol_error_job \\
+        --task confirm_delete --task multi_input --task test_tool_with_task=after-input
     npx @modelcontextprotocol/conformance@0.2.0-alpha.12 server \\
         --url http://127.0.0.1:8000/mcp --requirements 2026-07-28
 
@@ -22,6 +24,10 @@ scenarios). On 2026-07-28, a body that asks for a capability the client did not 
 ``x-mcp-header`` argument: a 2026-07-28 client mirrors it into an ``Mcp-Param-Region``
 header, which the server checks against the body.
 
+Six tools run as tasks of the MCP tasks extension (the ``--task`` options, `TASKS`; the
+``tasks-*`` scenarios): a 2026-07-28 client that declares ``io.modelcontextprotocol/tasks``
+gets a task id for their calls and polls ``tasks/get``.
+
 Run as a program, it calls a few of its tools through an MCP client of its own, which
 answers the server's questions: ``python docs/examples/mcp_conformance_server.py``.
 """
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 import anyio
 from mcp import types
@@ -462,6 +468,95 @@ async def missing_capability(args: NoArgs, exec: ToolRunContext) -> str:
     return f"LLM response: {await exec.sample('Say hello', max_tokens=10)}"
 
 
+# The tasks extension (SEP-2663, the `tasks-*` scenarios): served with
+# `--task slow_compute --task failing_job=required ...` (TASKS below), each call of these
+# tools runs in the background and the client polls `tasks/get`.
+class GreetArgs(TypedDict):
+    name: str
+
+
+@define_tool(name="greet", description="Says hello (an ordinary call, never a task)")
+async def greet(args: GreetArgs, exec: ToolRunContext) -> str:
+    return f"Hello, {args['name']}!"
+
+
+class ComputeArgs(TypedDict, total=False):
+    seconds: float
+    label: str
+
+
+@define_tool(name="slow_compute", description="Works for `seconds`, then answers (a task)")
+async def slow_compute(args: ComputeArgs, exec: ToolRunContext) -> str:
+    seconds = args.get("seconds", 1.0)
+    await pause(exec, seconds)  # a cancel of the task aborts the signal: ABORTED
+    return f"{args.get('label', 'computed')}: done after {seconds:g} s"
+
+
+@define_tool(name="failing_job", description="Fails as a tool does (a task, required)")
+async def failing_job(args: NoArgs, exec: ToolRunContext) -> str:
+    await pause(exec, 0.5)
+    raise ToolError("the job failed", code="JOB_FAILED")
+
+
+@define_tool(name="protocol_error_job", description="Crashes (a task that ends failed)")
+async def protocol_error_job(args: NoArgs, exec: ToolRunContext) -> str:
+    raise RuntimeError("the job crashed")
+
+
+class DeleteArgs(TypedDict):
+    filename: str
+
+
+class Confirm(TypedDict):
+    confirm: bool
+
+
+@define_tool(name="confirm_delete", description="Asks before it deletes (a task's question)")
+async def confirm_delete(args: DeleteArgs, exec: ToolRunContext) -> str:
+    answer = await exec.elicit(f"Delete {args['filename']}?", Confirm)
+    confirmed = answer.content is not None and answer.content["confirm"]
+    return f"{'deleted' if confirmed else 'kept'} {args['filename']}"
+
+
+@define_tool(name="multi_input", description="Asks two questions at once (a task's questions)")
+async def multi_input(args: NoArgs, exec: ToolRunContext) -> str:
+    said: list[str] = []
+
+    async def name() -> None:
+        answer = await exec.elicit("What is your name?", UserName)
+        said.append(answer.content["name"] if answer.content else "?")
+
+    async def confirm() -> None:
+        answer = await exec.elicit("Confirm?", Confirm)
+        said.append(str(answer.content["confirm"]) if answer.content else "?")
+
+    async with anyio.create_task_group() as questions:
+        questions.start_soon(name)
+        questions.start_soon(confirm)
+    return ", ".join(said)
+
+
+@define_tool(
+    name="test_tool_with_task",
+    description="Asks the user's name, then goes on as a task (after-input)",
+)
+async def tool_with_task(args: NoArgs, exec: ToolRunContext) -> str:
+    answer = await exec.elicit("What is your name?", UserName, key="user_name")
+    who = answer.content["name"] if answer.content else "nobody"
+    await pause(exec, 0.2)  # the rest of the work, as a task
+    return f"Hello, {who}, from a task!"
+
+
+TASKS: Final[Mapping[str, Literal["optional", "required", "after-input"]]] = {
+    "slow_compute": "optional",
+    "failing_job": "required",
+    "protocol_error_job": "optional",
+    "confirm_delete": "optional",
+    "multi_input": "optional",
+    "test_tool_with_task": "after-input",
+}
+
+
 registry = ToolRegistry()
 for tool in (
     simple_text,
@@ -486,6 +581,13 @@ for tool in (
     irr_capabilities,
     custom_header,
     missing_capability,
+    greet,
+    slow_compute,
+    failing_job,
+    protocol_error_job,
+    confirm_delete,
+    multi_input,
+    tool_with_task,
 ):
     registry.register(tool)
 registry.register(JsonSchemaTool())
@@ -522,7 +624,7 @@ async def main() -> None:
     # mode="legacy": the initialize handshake (MCP 2025-11-25), the revision in which a
     # server may ask its client for input during a call.
     client = Client(
-        create_server(registry),
+        create_server(registry, tasks=TASKS),
         mode="legacy",
         elicitation_callback=fill_in_form,
         sampling_callback=complete,
@@ -530,7 +632,7 @@ async def main() -> None:
     )
     async with client:
         tools = (await client.list_tools()).tools
-        print(len(tools), "tools")  # -> 23 tools
+        print(len(tools), "tools")  # -> 30 tools
         for name in ("test_simple_text", "test_multiple_content_types", "test_error_handling"):
             print(name, describe(await client.call_tool(name, {})))
         # -> test_simple_text ok [text]

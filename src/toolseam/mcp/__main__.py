@@ -175,6 +175,15 @@ def _parser() -> argparse.ArgumentParser:
             "client's retry before it is aborted (default: 600)",
         )
         command.add_argument(
+            "--task",
+            metavar="TOOL[=SUPPORT]",
+            action="append",
+            default=[],
+            help="serve TOOL's calls as tasks of the MCP tasks extension (2026-07-28) to "
+            "clients that declare it; =required refuses the others, =after-input (required) "
+            "asks its first questions before it becomes a task (repeatable)",
+        )
+        command.add_argument(
             "--backend",
             choices=("asyncio", "trio"),
             default="asyncio",
@@ -329,6 +338,19 @@ def _http_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _tasks(values: Sequence[str]) -> dict[str, str]:
+    """``--task TOOL[=required]`` values as `create_server`'s ``tasks``."""
+    tasks: dict[str, str] = {}
+    for value in values:
+        name, _, support = value.partition("=")
+        if not name or support not in ("", "optional", "required", "after-input"):
+            raise ValueError(
+                f"--task wants TOOL or TOOL=optional|required|after-input, got {value!r}"
+            )
+        tasks[name] = support or "optional"
+    return tasks
+
+
 class _Announce:
     """A ``task_status`` for `serve_http` that tells the operator (and tests) the URL."""
 
@@ -391,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = {} if args.http is None else _http_settings(args)
         if args.input_deadline is not None:
             settings["input_deadline"] = args.input_deadline
+        if args.task:
+            settings["tasks"] = _tasks(args.task)
     except ValueError as error:
         return fail(str(error))
     try:

@@ -66,6 +66,7 @@ from .._registry import ToolRegistry
 from ._auth import HttpAuth, HttpLimits
 from ._rounds import INPUT_DEADLINE
 from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
+from ._tasks import MAX_TASKS, TASK_TTL, TaskSupport
 
 __all__ = ["MCP_PATH", "serve_http"]
 
@@ -396,6 +397,9 @@ async def serve_http(
     keyfile: str | os.PathLike[str] | None = None,
     limits: HttpLimits = _DEFAULT_LIMITS,
     input_deadline: float = INPUT_DEADLINE,
+    tasks: Mapping[str, TaskSupport] | None = None,
+    max_tasks: int = MAX_TASKS,
+    task_ttl: float = TASK_TTL,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a registry over MCP's streamable HTTP transport at ``http://HOST:PORT/mcp``.
@@ -443,6 +447,9 @@ async def serve_http(
         limits: Body size, session and per-principal limits (see `HttpLimits`).
         input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
             client's retry before it is aborted (see `create_server`).
+        tasks: The tools whose calls run as tasks (see `create_server`).
+        max_tasks: How many unfinished tasks at once (see `create_server`).
+        task_ttl: Seconds a finished task stays readable (see `create_server`).
         task_status: With ``await task_group.start(serve_http, ...)``, receives the
             endpoint's URL once the server accepts connections.
 
@@ -475,6 +482,9 @@ async def serve_http(
         version=version,
         instructions=None,
         input_deadline=input_deadline,
+        tasks=tasks,
+        max_tasks=max_tasks,
+        task_ttl=task_ttl,
     )
     server.middleware.append(_calls_cap(limits.max_calls_per_principal))
     manager = StreamableHTTPSessionManager(

@@ -284,6 +284,10 @@ class RoundCall:
         self.result = result
         self._wake()
 
+    def pending(self) -> list[_Question]:
+        """The questions asked and not yet answered nor withdrawn."""
+        return self._pending()
+
     def _pending(self) -> list[_Question]:
         return [question for question in self.questions.values() if not question.done.is_set()]
 
@@ -426,6 +430,68 @@ class Rounds:
         if group.closing:
             self._abort(call.controller, _CLOSED)
         group.tg.start_soon(self._run, call, execution)
+        return call
+
+    def start_task(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
+        make_input: MakeInput,
+    ) -> RoundCall | None:
+        """Start a call no request waits for (a task, ``_tasks``); ``None`` without a lifespan.
+
+        It runs in the server's lifespan like any 2026 call, under its own controller; its
+        questions wait in ``questions`` for ``answer`` (``tasks/update``), with no deadline
+        but the task's own cancel and the server's end.
+        """
+        lifespan: object = ctx.lifespan_context
+        group: object = (
+            cast("Mapping[str, object]", lifespan).get(_GROUP_KEY)
+            if isinstance(lifespan, Mapping)
+            else None
+        )
+        if not isinstance(group, RoundsGroup):
+            return None
+        call = RoundCall(
+            tool=params.name,
+            arguments=arguments_digest(params.arguments or {}),
+            principal=self.key.principal(),
+            preset={},
+            group=group,
+        )
+        host = call.host = make_host(ctx, call)
+        execution = make_input(ctx, params, call.controller.signal, host.host)
+        group.calls.add(call)
+        self._running.enter(call.controller)  # aborts it at once if the server is closing
+        if group.closing:
+            self._abort(call.controller, _CLOSED)
+        group.tg.start_soon(self._run, call, execution)
+        return call
+
+    def resume_task(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> RoundCall:
+        """Resume a suspended call with the retry's answers, to go on as a task (``_tasks``).
+
+        The retry is checked as any other (its state signed, for this call and round, not
+        replayed); a state from another server process is refused, whatever the tool.
+        """
+        state = params.request_state
+        assert state is not None
+        claims = self.key.verify(state)
+        if isinstance(claims, Foreign):
+            raise refused(
+                "it was issued by another server process (this server restarted, or the "
+                "retry reached another one): its call cannot continue here, and was not run again"
+            )
+        digest = arguments_digest(params.arguments or {})
+        call = self._resume(claims, params.name, digest, self.key.principal())
+        self._forget(call)  # a task from now on: no request state names it any more
+        call.answer(params.input_responses or {})
+        host = call.host
+        assert host is not None
+        host.rebind(ctx)
         return call
 
     def _resume(self, claims: Claims, tool: str, digest: str, principal: str | None) -> RoundCall:

@@ -29,9 +29,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, cast, final
+from typing import Any, Final, TypeAlias, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -55,6 +55,7 @@ from ._auth import principal_of
 from ._host import RequestHost, connection_state, missing_capability_error, set_log_level
 from ._overtaken import EarlyCancels, request_key
 from ._rounds import INPUT_DEADLINE, RoundCall, Rounds, check_deadline
+from ._tasks import MAX_TASKS, TASK_TTL, Tasks, TaskSupport, check_tasks
 from ._wire import call_tool_result, plain_json
 
 __all__ = [
@@ -422,6 +423,12 @@ def _publish_unreached(registry: ToolRegistry) -> ServerMiddleware[Any]:
     return middleware
 
 
+_CallTool: TypeAlias = Callable[
+    [ServerRequestContext[Any], types.CallToolRequestParams],
+    Awaitable[types.CallToolResult | types.InputRequiredResult],
+]
+
+
 def serve_registry(
     registry: ToolRegistry,
     calls: RunningCalls,
@@ -430,9 +437,14 @@ def serve_registry(
     version: str,
     instructions: str | None,
     input_deadline: float = INPUT_DEADLINE,
+    tasks: Mapping[str, TaskSupport] | None = None,
+    max_tasks: int = MAX_TASKS,
+    task_ttl: float = TASK_TTL,
 ) -> Server[Any]:
     """`create_server`, with the caller's `RunningCalls` (to stop every call at shutdown)."""
     rounds = Rounds(registry, calls, check_deadline(input_deadline), _abort)
+    check_tasks(tasks or {}, max_tasks, task_ttl)
+    background = Tasks(rounds, tasks or {}, max_tasks, float(task_ttl))
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -456,10 +468,14 @@ def serve_registry(
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         entry = _ENTRY.get()
         if entry is not None:
             entry.reached = True
+        # The tasks extension (see `_tasks`): a CreateTaskResult, the call run in background.
+        created = await background.call(ctx, params, round_host, round_input)
+        if created is not None:
+            return created
         if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28: questions travel as InputRequiredResult rounds (see `_rounds`).
             answer = await rounds.handle(
@@ -503,12 +519,15 @@ def serve_registry(
         cache_hints={"tools/list": _TOOLS_CACHE_HINT},
         get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        # A CreateTaskResult is a mapping the SDK's runner sends as it is (an extension's
+        # resultType, "task"), which its handler type does not spell.
+        on_call_tool=cast("_CallTool", call_tool),
         lifespan=rounds.lifespan,
     )
     # Registered by hand (not `on_set_logging_level`, which the SDK marks deprecated); it
     # also makes the server advertise the `logging` capability.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
+    background.install(server)
     server.middleware.insert(0, _publish_unreached(registry))
     return server
 
@@ -520,6 +539,9 @@ def create_server(
     version: str = "",
     instructions: str | None = None,
     input_deadline: float = INPUT_DEADLINE,
+    tasks: Mapping[str, TaskSupport] | None = None,
+    max_tasks: int = MAX_TASKS,
+    task_ttl: float = TASK_TTL,
 ) -> Server[Any]:
     """Build a low-level MCP ``Server`` that serves a registry's tools.
 
@@ -556,12 +578,24 @@ def create_server(
         instructions: Optional instructions for the client's model.
         input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
             client's retry before it is aborted (default 600).
+        tasks: The tools whose calls run as tasks of the MCP tasks extension
+            (``io.modelcontextprotocol/tasks``, 2026-07-28), by name: ``"optional"`` (a
+            task for a client that declares the extension, an ordinary call for one that
+            does not) or ``"required"`` (such a client is refused with -32021). The call
+            runs in the background under the registry; ``tasks/get`` reports it,
+            ``tasks/update`` answers its questions, ``tasks/cancel`` aborts its signal, and
+            once the body has been awaited the task is ``cancelled`` with the ``ABORTED``
+            or ``ABORTED_BEFORE_DISPATCH`` result. None: the extension is not offered.
+        max_tasks: How many unfinished tasks the server holds at once (default 256); a
+            task-creating call beyond is refused (-32600) and runs nothing.
+        task_ttl: Seconds a finished task stays readable (its ``ttlMs``; default 3600).
 
     Returns:
         The server; it holds no connection until run.
 
     Raises:
-        ValueError: ``input_deadline`` is not a positive number of seconds.
+        ValueError: ``input_deadline`` or ``task_ttl`` is not a positive number of seconds,
+            ``max_tasks`` not a positive int, or ``tasks`` maps a name to something else.
     """
     return serve_registry(
         registry,
@@ -570,6 +604,9 @@ def create_server(
         version=version,
         instructions=instructions,
         input_deadline=input_deadline,
+        tasks=tasks,
+        max_tasks=max_tasks,
+        task_ttl=task_ttl,
     )
 
 
@@ -579,6 +616,9 @@ async def serve_stdio(
     name: str = "toolseam",
     version: str = "",
     input_deadline: float = INPUT_DEADLINE,
+    tasks: Mapping[str, TaskSupport] | None = None,
+    max_tasks: int = MAX_TASKS,
+    task_ttl: float = TASK_TTL,
 ) -> None:
     """Serve a registry over MCP on this process's stdin and stdout until stdin closes.
 
@@ -593,7 +633,18 @@ async def serve_stdio(
         version: The server version reported to clients (empty: toolseam's version).
         input_deadline: Seconds a call suspended at a question waits for its 2026-07-28
             client's retry before it is aborted (see `create_server`).
+        tasks: The tools whose calls run as tasks (see `create_server`).
+        max_tasks: How many unfinished tasks at once (see `create_server`).
+        task_ttl: Seconds a finished task stays readable (see `create_server`).
     """
-    server = create_server(registry, name=name, version=version, input_deadline=input_deadline)
+    server = create_server(
+        registry,
+        name=name,
+        version=version,
+        input_deadline=input_deadline,
+        tasks=tasks,
+        max_tasks=max_tasks,
+        task_ttl=task_ttl,
+    )
     async with _stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
