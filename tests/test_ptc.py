@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -77,19 +76,6 @@ def monty_workers() -> set[int]:
         if int(ppid) == me and state != "Z" and "monty" in name:
             found.add(int(entry))
     return found
-
-
-def no_worker_left(why: str = "a worker process outlived its tool") -> None:
-    """Assert that every monty worker this process spawned has exited.
-
-    A worker the pool killed as it closed may still be running its exit on a loaded machine
-    (a CI run under heavy load saw one in state R right after `aclose`); give the kernel a
-    bounded while to finish it: a hang guard, never an ordering.
-    """
-    deadline = time.monotonic() + 10
-    while monty_workers() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not monty_workers(), why
 
 
 def alive(pid: int) -> bool:
@@ -174,7 +160,7 @@ async def opened(tools: Tools, **options: Any) -> AsyncIterator[PtcTool]:
             yield run
         finally:
             registration.remove()
-    no_worker_left()
+    assert not monty_workers(), "a worker process outlived its tool"
 
 
 async def run_code(
@@ -742,7 +728,7 @@ async def test_a_sandbox_that_dies_is_ptc_crash_and_keeps_its_call_list() -> Non
     assert isinstance(result, ToolFailure)
     assert result.code == PTC_CRASH
     assert codes(result) == [("crash", "OK")]
-    no_worker_left()
+    assert not monty_workers()
 
 
 async def test_a_stopped_program_may_end_by_itself_within_the_grace() -> None:
@@ -777,7 +763,7 @@ async def test_a_call_outside_the_pool_is_ptc_closed_without_a_worker() -> None:
     assert isinstance(result, ToolFailure)
     assert result.code == PTC_CLOSED
     assert tools.parents == []
-    no_worker_left()
+    assert not monty_workers()
 
 
 async def test_closing_the_pool_stops_a_run_and_leaves_no_worker() -> None:
@@ -791,7 +777,7 @@ async def test_closing_the_pool_stops_a_run_and_leaves_no_worker() -> None:
         tg.start_soon(call)
         await tools.all_started.wait()
         await run.aclose()
-        no_worker_left()
+        assert not monty_workers()
     (result,) = outcome
     assert isinstance(result, ToolFailure)
     assert result.code == PTC_CLOSED
@@ -809,7 +795,7 @@ async def test_host_cancellation_of_the_pool_owner_leaves_no_worker() -> None:
             assert monty_workers()
             scope.cancel()
     assert scope.cancelled_caught
-    no_worker_left()
+    assert not monty_workers()
     assert sorted(tools.told) == [0, 1]
     assert tools.cancelled == []
 
@@ -817,7 +803,7 @@ async def test_host_cancellation_of_the_pool_owner_leaves_no_worker() -> None:
 @pytest.fixture(autouse=True)
 def _no_worker_left() -> Iterator[None]:
     yield
-    no_worker_left()
+    assert not monty_workers()
 
 
 def test_invalid_limits_are_refused() -> None:
