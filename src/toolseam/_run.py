@@ -10,7 +10,7 @@ a slot no view exposes (contract §5: every cancellation decision reads that cap
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, final, get_args, overload
 
 from ._capabilities import (
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ._views import ToolExecution, ToolHost
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = [
     "Boundary",
@@ -358,6 +359,25 @@ class CallState:
         if reach is not None and self._in_body:
             reach.emit(self, event)
 
+    async def _ask_host(
+        self,
+        capability: str,
+        ask: Callable[[Any, R, AbortSignal], Awaitable[object]],
+        request: R,
+    ) -> object:
+        """Ask the host with the call's signal: what elicit, sample and roots share."""
+        signal = self.signal
+        signal.raise_if_aborted()  # never ask for a call that has been stopped
+        try:
+            answer = await ask(self, request, signal)
+        except Exception as error:
+            signal.raise_if_aborted()  # the host gave up because it was told to
+            raise host_failed(capability, self._name, error) from error
+        # Aborted while pending: the host has withdrawn the request (it was awaited, not
+        # raced) and whatever it answered is moot.
+        signal.raise_if_aborted()
+        return answer
+
     @overload
     async def elicit(
         self, message: str, schema: type[T], *, key: str | None = None
@@ -378,16 +398,7 @@ class CallState:
         ask = None if host is None else host.elicit
         if ask is None:
             raise unavailable("elicitation", "elicit", self._name)
-        signal = self.signal
-        signal.raise_if_aborted()  # never ask for a call that has been stopped
-        try:
-            answer: object = await ask(self, request, signal)
-        except Exception as error:
-            signal.raise_if_aborted()  # the host gave up because it was told to
-            raise host_failed("elicitation", self._name, error) from error
-        # Aborted while pending: the host has withdrawn the request (it was awaited, not
-        # raced) and whatever it answered is moot.
-        signal.raise_if_aborted()
+        answer = await self._ask_host("elicitation", ask, request)
         return elicited(answer, validate, self._name)
 
     async def sample(
@@ -418,14 +429,7 @@ class CallState:
         ask = None if host is None else host.sample
         if ask is None:
             raise unavailable("sampling", "sample", self._name)
-        signal = self.signal
-        signal.raise_if_aborted()
-        try:
-            answer: object = await ask(self, request, signal)
-        except Exception as error:
-            signal.raise_if_aborted()
-            raise host_failed("sampling", self._name, error) from error
-        signal.raise_if_aborted()
+        answer = await self._ask_host("sampling", ask, request)
         return sampled(answer, self._name)
 
     async def roots(self, *, key: str | None = None) -> tuple[Root, ...]:
@@ -436,14 +440,7 @@ class CallState:
         ask = None if host is None else host.roots
         if ask is None:
             raise unavailable("roots", "roots", self._name)
-        signal = self.signal
-        signal.raise_if_aborted()
-        try:
-            answer: object = await ask(self, request, signal)
-        except Exception as error:
-            signal.raise_if_aborted()
-            raise host_failed("roots", self._name, error) from error
-        signal.raise_if_aborted()
+        answer = await self._ask_host("roots", ask, request)
         return roots_answer(answer, self._name)
 
     def _check_in_body(self, method: str) -> None:
