@@ -32,7 +32,7 @@ from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolResult, render_value
 from .._signals import in_loop
 from .._views import ToolExecution, ToolRunContext
-from ._relay import SessionCallbacks, elicit_for, sample_for
+from ._relay import SessionCallbacks, elicit_for, roots_for, sample_for
 from ._wire import (
     CODE_META_KEY,
     CONTEXTS_META_KEY,
@@ -404,9 +404,7 @@ class McpToolDefinition:
             return await elicit_for(exec, request.params)
         if isinstance(request, types.CreateMessageRequest):
             return await sample_for(exec, request.params)
-        raise RemoteToolError(
-            self._remote_name, "the server asked for the client's roots, which toolseam has none of"
-        )
+        return await roots_for(exec)
 
     def serialize_output(self, output: types.CallToolResult, /) -> JsonValue:
         """The value: ``structuredContent``, else a toolseam server's ``_meta`` value, else text.
