@@ -25,9 +25,11 @@ question. toolseam does not:
   stream) or the client going away aborts the call, as on the handshake revisions.
 - The server's lifespan ending (the connection, or shutdown) aborts every parked call and
   awaits it.
-- At most `MAX_SUSPENDED` calls of one server wait for a retry at once; beyond, a body's
-  question fails ``CAPABILITY_UNAVAILABLE`` saying so (it is never parked), so clients that
-  never retry cannot pile up suspended bodies without bound.
+- At most `MAX_SUSPENDED` calls of one server wait for a retry at once, and at most
+  `MAX_SUSPENDED_PER_PRINCIPAL` of one authenticated principal; beyond, a body's question
+  fails ``CAPABILITY_UNAVAILABLE`` saying so (it is never parked), so clients that never
+  retry cannot pile up suspended bodies without bound, nor one principal take the room
+  every other principal's questions need.
 
 Questions asked together (a body's task group) go out in one round: once a question is
 asked, the request gives the body's other tasks a few scheduling passes to ask theirs.
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INPUT_DEADLINE",
     "MAX_SUSPENDED",
+    "MAX_SUSPENDED_PER_PRINCIPAL",
     "Kind",
     "MakeInput",
     "RoundCall",
@@ -81,6 +84,9 @@ The SDK's own request states live as long (``RequestStateSecurity(ttl=600)``).
 """
 
 MAX_SUSPENDED: Final = 1024
+# A suspended call keeps its body alive as a running call does: one authenticated principal
+# gets at most this many (the default per-principal call cap, `HttpLimits`).
+MAX_SUSPENDED_PER_PRINCIPAL: Final = 64
 """How many calls of one server may wait for their client's retry at once."""
 
 Kind: TypeAlias = Literal["elicitation", "sampling", "roots"]
@@ -318,7 +324,16 @@ class RoundCall:
 class Rounds:
     """The calls of 2026-07-28 clients of one server, and the key that signs their states."""
 
-    __slots__ = ("_abort", "_calls", "_deadline", "_parked", "_registry", "_running", "key")
+    __slots__ = (
+        "_abort",
+        "_calls",
+        "_deadline",
+        "_parked",
+        "_parked_by",
+        "_registry",
+        "_running",
+        "key",
+    )
 
     def __init__(
         self,
@@ -333,12 +348,36 @@ class Rounds:
         self._abort = abort
         self._calls: dict[str, RoundCall] = {}
         self._parked = 0
+        # The parked calls of each authenticated principal (its keyed digest).
+        self._parked_by: dict[str, int] = {}
         self.key = StateKey()
 
     def _unpark(self, call: RoundCall) -> None:
         if call.parked:
             call.parked = False
             self._parked -= 1
+            who = call.principal
+            if who is not None:
+                left = self._parked_by[who] - 1
+                if left:
+                    self._parked_by[who] = left
+                else:
+                    del self._parked_by[who]
+
+    def _no_room(self, call: RoundCall) -> str | None:
+        """Why ``call`` may not park now, or None."""
+        if self._parked >= MAX_SUSPENDED:
+            return (
+                f"this MCP server already holds {MAX_SUSPENDED} calls waiting for their "
+                "client's answers"
+            )
+        who = call.principal
+        if who is not None and self._parked_by.get(who, 0) >= MAX_SUSPENDED_PER_PRINCIPAL:
+            return (
+                f"this MCP server already holds {MAX_SUSPENDED_PER_PRINCIPAL} calls of this "
+                "principal waiting for their client's answers"
+            )
+        return None
 
     @asynccontextmanager
     async def lifespan(self, server: object) -> AsyncGenerator[dict[str, Any]]:
@@ -570,12 +609,11 @@ class Rounds:
                 # with the call's result.
                 with anyio.CancelScope(shield=True):
                     outcome = await call.outcome()
-                    while not isinstance(outcome, ToolResult) and self._parked >= MAX_SUSPENDED:
-                        call.refuse(
-                            outcome,
-                            f"this MCP server already holds {MAX_SUSPENDED} calls waiting for "
-                            "their client's answers",
-                        )
+                    while not isinstance(outcome, ToolResult):
+                        full = self._no_room(call)
+                        if full is None:
+                            break
+                        call.refuse(outcome, full)
                         outcome = await call.outcome()
                 if isinstance(outcome, ToolResult):
                     await host.flush()
@@ -601,6 +639,9 @@ class Rounds:
         )
         call.parked = True
         self._parked += 1
+        who = call.principal
+        if who is not None:
+            self._parked_by[who] = self._parked_by.get(who, 0) + 1
         call.timer = timer = anyio.CancelScope()
         call.group.tg.start_soon(self._expire, call, call.round, timer)
         return types.InputRequiredResult(
