@@ -47,6 +47,7 @@ from ._relay import SessionCallbacks as SessionCallbacks
 from ._relay import SessionKwargs as SessionKwargs
 from ._server import create_server as create_server
 from ._server import serve_stdio as serve_stdio
+from ._tasks import TaskSupport as TaskSupport
 from ._wire import CODE_META_KEY as CODE_META_KEY
 from ._wire import call_tool_result as call_tool_result
 
@@ -63,6 +64,7 @@ __all__ = (
     "SessionCallbacks",
     "SessionKwargs",
     "StaticTokens",
+    "TaskSupport",
     "call_tool_result",
     "create_server",
     "mount_upstreams",
