@@ -1,0 +1,164 @@
+"""Durable tasks across a server crash: real server processes on one SQLite system database.
+
+asyncio only: DBOS runs its workflows as asyncio tasks and cannot host trio. The server is
+tests/mcp_fixtures/durable_task_server.py (``serve_http(tasks=..., durable=...)``); the
+client is the SDK's own ``Client`` over streamable HTTP (2026-07-28, declaring the tasks
+extension). A server is killed with SIGKILL while a task's body runs (it prints ``started
+<tool>``, which is how the test knows; no sleep decides anything), then started again on
+the same database: DBOS recovers the task at launch and the same task id is read from the
+new process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import pytest
+from mcp import types
+from mcp.client import Client
+from mcp.client.extension import ClientExtension
+from pydantic import TypeAdapter
+
+from worker_process import PATIENCE, Worker
+
+SERVER = Path(__file__).parent / "mcp_fixtures" / "durable_task_server.py"
+ANY = TypeAdapter(dict[str, Any])
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """DBOS is asyncio-only."""
+    return "asyncio"
+
+
+@pytest.fixture
+def database() -> Iterator[tuple[str, Path]]:
+    """A fresh SQLite system database, and the file where the bodies count their runs."""
+    with tempfile.TemporaryDirectory() as folder:
+        runs = Path(folder) / "runs"
+        runs.touch()
+        yield f"sqlite:///{Path(folder) / 'system.sqlite'}", runs
+
+
+class TasksExtension(ClientExtension):
+    identifier = "io.modelcontextprotocol/tasks"
+
+
+@asynccontextmanager
+async def server(role: str, url: str, runs: Path) -> AsyncIterator[tuple[Worker, str]]:
+    """Start the server process; yield it and its MCP endpoint once it serves."""
+    tests = str(Path(__file__).parent)
+    environment = {
+        **os.environ,
+        "DBOS_SYSTEM_DATABASE_URL": url,
+        "DURABLE_RUNS": str(runs),
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        "PYTHONUNBUFFERED": "1",
+    }
+    process = await anyio.open_process(
+        [sys.executable, str(SERVER), role], env=environment, stderr=None
+    )
+    try:
+        running = Worker(process)
+        line = await running.expect_prefix("serving ")
+        yield running, line.removeprefix("serving ")
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def request(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = await client.session.send_request(
+        types.Request[Any, Any](method=method, params=params),
+        cast("Any", ANY),
+    )
+    return answer
+
+
+async def final(client: Client, task_id: str) -> dict[str, Any]:
+    """Poll ``tasks/get`` until the task is final (the test caused it)."""
+    with anyio.fail_after(PATIENCE):
+        while True:
+            task = await request(client, "tasks/get", {"taskId": task_id})
+            if task["status"] != "working":
+                return task
+            await anyio.sleep(0.05)
+
+
+async def create(client: Client, tool: str) -> str:
+    created = await request(client, "tools/call", {"name": tool, "arguments": {}})
+    assert created["resultType"] == "task"
+    return str(created["taskId"])
+
+
+def runs_of(runs: Path) -> list[str]:
+    return [line.split()[0] for line in runs.read_text().splitlines()]
+
+
+async def kill(process: Worker) -> None:
+    process.process.send_signal(signal.SIGKILL)
+    await process.process.wait()
+    assert process.process.returncode == -signal.SIGKILL
+
+
+@pytest.mark.anyio
+async def test_tasks_cut_short_by_a_crash_end_as_the_journal_says_after_a_restart(
+    database: tuple[str, Path],
+) -> None:
+    url, runs = database
+    async with server("first", url, runs) as (doomed, endpoint):
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            write = await create(client, "write")
+            read = await create(client, "read")
+            await doomed.expect("started write", "started read")
+            assert (await request(client, "tasks/get", {"taskId": write}))["status"] == "working"
+        await kill(doomed)
+    assert sorted(runs_of(runs)) == ["read", "write"]
+
+    async with (
+        server("again", url, runs) as (_, endpoint),
+        Client(endpoint, cache=None, extensions=[TasksExtension()]) as client,
+    ):
+        unknown = await final(client, write)
+        done = await final(client, read)
+    # Dispatched, not idempotent, cut short: not run again, and said so.
+    assert unknown["status"] == "completed"
+    assert unknown["result"]["isError"] is True
+    assert unknown["result"]["_meta"]["toolseam/code"] == "OUTCOME_UNKNOWN"
+    # Idempotent: run again by the recovered workflow, to its end.
+    assert done["status"] == "completed"
+    assert done["result"]["content"] == [{"type": "text", "text": "read"}]
+    assert sorted(runs_of(runs)) == ["read", "read", "write"]
+
+
+@pytest.mark.anyio
+async def test_a_cancel_after_a_restart_reaches_the_recovered_body(
+    database: tuple[str, Path],
+) -> None:
+    url, runs = database
+    async with server("first", url, runs) as (doomed, endpoint):
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            task_id = await create(client, "hold")
+            await doomed.expect("started hold")
+        await kill(doomed)
+
+    async with server("again", url, runs) as (survivor, endpoint):
+        await survivor.expect("started hold")  # recovered at launch, running again
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            assert (await request(client, "tasks/get", {"taskId": task_id}))["status"] == "working"
+            await request(client, "tasks/cancel", {"taskId": task_id})
+            await survivor.expect("told hold")
+            cancelled = await final(client, task_id)
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["result"]["_meta"]["toolseam/code"] == "ABORTED"
+    assert runs_of(runs) == ["hold", "hold"]
