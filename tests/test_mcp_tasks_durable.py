@@ -10,6 +10,7 @@ tests/test_mcp_tasks_durable_processes.py.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +23,9 @@ from dbos import DBOS
 from mcp import MCPError, types
 from mcp.client import Client
 from mcp.client.extension import ClientExtension
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp_types import INVALID_PARAMS
 from pydantic import TypeAdapter
 
@@ -202,6 +206,66 @@ async def test_a_durable_task_cancelled_before_dispatch_never_runs_its_body() ->
     assert final["status"] == "cancelled"
     assert code(final["result"]) == "ABORTED_BEFORE_DISPATCH"
     assert world.runs == 0
+
+
+def as_user(client_id: str, subject: str) -> contextvars.Token[AuthenticatedUser | None]:
+    """Requests of the next `Client` come from this bearer token's principal.
+
+    The in-memory transport has no HTTP middleware; the SDK's auth context variable is what
+    it would set (`AuthContextMiddleware`), and the server's tasks inherit it.
+    """
+    token = AccessToken(
+        token=f"secret-{subject}",
+        client_id=client_id,
+        scopes=[],
+        subject=subject,
+        claims={"iss": "https://issuer.example"},
+    )
+    return auth_context_var.set(AuthenticatedUser(token))
+
+
+@pytest.mark.anyio
+async def test_a_durable_task_belongs_to_its_creator() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        alice = as_user("app", "alice")
+        try:
+            async with Client(world.server, extensions=[TasksExtension()]) as client:
+                created = await request(client, "tools/call", {"name": "work", "arguments": {}})
+                task_id = created["taskId"]
+                await world.started.wait()
+        finally:
+            auth_context_var.reset(alice)
+        for someone in (("app", "bob"), ("other-app", "alice"), None):
+            who = None if someone is None else as_user(*someone)
+            try:
+                async with Client(world.server, extensions=[TasksExtension()]) as client:
+                    for method in ("tasks/get", "tasks/cancel"):
+                        with pytest.raises(MCPError) as refused:
+                            await request(client, method, {"taskId": task_id})
+                        assert refused.value.error.code == INVALID_PARAMS
+                        assert "no task" in refused.value.error.message
+            finally:
+                if who is not None:
+                    auth_context_var.reset(who)
+        assert not world.told.is_set()  # nobody else's cancel reached it
+        alice = as_user("app", "alice")
+        try:
+            async with Client(world.server, extensions=[TasksExtension()]) as client:
+                assert (await request(client, "tasks/get", {"taskId": task_id}))[
+                    "status"
+                ] == "working"
+                world.release.set()
+                done = await until(client, task_id, "completed", "failed", "cancelled")
+                assert done["status"] == "completed"
+        finally:
+            auth_context_var.reset(alice)
+    # The system database keeps who created the task, never the token.
+    status = await DBOS.get_workflow_status_async(workflow_id(task_id))
+    assert status is not None
+    stored = repr(status.input)
+    assert "alice" in stored
+    assert "secret-alice" not in stored
 
 
 def test_durable_settings_are_checked() -> None:

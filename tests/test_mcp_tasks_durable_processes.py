@@ -162,3 +162,27 @@ async def test_a_cancel_after_a_restart_reaches_the_recovered_body(
     assert cancelled["status"] == "cancelled"
     assert cancelled["result"]["_meta"]["toolseam/code"] == "ABORTED"
     assert runs_of(runs) == ["hold", "hold"]
+
+
+@pytest.mark.anyio
+async def test_a_graceful_shutdown_tells_a_running_task_and_records_its_outcome(
+    database: tuple[str, Path],
+) -> None:
+    url, runs = database
+    async with server("first", url, runs) as (stopping, endpoint):
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            task_id = await create(client, "hold")
+            await stopping.expect("started hold")
+        stopping.process.send_signal(signal.SIGTERM)
+        await stopping.expect("told hold")
+        await stopping.rest()
+    assert stopping.process.returncode == 0
+
+    async with (
+        server("again", url, runs) as (_, endpoint),
+        Client(endpoint, cache=None, extensions=[TasksExtension()]) as client,
+    ):
+        ended = await final(client, task_id)
+    assert ended["status"] == "cancelled"
+    assert ended["result"]["_meta"]["toolseam/code"] == "ABORTED"
+    assert runs_of(runs) == ["hold"]

@@ -70,7 +70,7 @@ async def main() -> None:
         config={
             "name": "toolseam_mcp_durable_tasks",
             "system_database_url": os.environ["DBOS_SYSTEM_DATABASE_URL"],
-            "log_level": "CRITICAL",
+            "log_level": os.environ.get("DBOS_LOG", "CRITICAL"),
             "executor_id": "local",
         }
     )

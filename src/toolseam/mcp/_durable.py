@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from dbos import WorkflowStatus
 
     from ..durable import DurableTools
+    from ._server import RunningCalls
 
 __all__ = ["WORKFLOW", "DurableTasks", "check_launch", "workflow_id"]
 
@@ -147,11 +148,13 @@ async def _task_workflow(server: str, spec: dict[str, Any]) -> None:
 class DurableTasks:
     """The durable tasks of one server: started, read and cancelled through DBOS."""
 
-    __slots__ = ("_controllers", "_durable", "_lock", "_server", "_starting")
+    __slots__ = ("_calls", "_controllers", "_durable", "_lock", "_loop", "_server", "_starting")
 
-    def __init__(self, durable: DurableTools, server: str) -> None:
+    def __init__(self, durable: DurableTools, server: str, calls: RunningCalls) -> None:
         self._durable = durable
         self._server = server
+        self._calls = calls
+        self._loop: asyncio.AbstractEventLoop | None = None  # the serving loop, once known
         self._lock = threading.Lock()
         # The workflows whose body runs in this process, and how to abort their signal
         # (a recovered workflow may run on DBOS's own event loop).
@@ -169,8 +172,15 @@ class DurableTasks:
         identifier = DBOS.workflow_id
         assert identifier is not None
         controller = AbortController()
+        loop = asyncio.get_running_loop()
+        # On the serving loop (where DBOS runs the workflows a request starts, and those it
+        # recovers when launched from that loop), the server's shutdown aborts the call and
+        # awaits it, as any call of the server: the task ends with its recorded ABORTED.
+        tracked = self._loop is None or self._loop is loop
         with self._lock:
-            self._controllers[identifier] = (asyncio.get_running_loop(), controller)
+            self._controllers[identifier] = (loop, controller)
+        if tracked:
+            self._calls.enter(controller)  # aborted at once if the server is closing
         try:
             call = ToolExecutionInput(
                 call_id=spec["call_id"],
@@ -183,6 +193,8 @@ class DurableTasks:
         finally:
             with self._lock:
                 self._controllers.pop(identifier, None)
+            if tracked:
+                self._calls.leave(controller)
 
     async def start(
         self, task_id: str, call_id: str, tool: str, arguments: object, principal: Principal | None
@@ -197,6 +209,7 @@ class DurableTasks:
             "owner": _owner(),
         }
         identifier = workflow_id(task_id)
+        self._loop = asyncio.get_running_loop()
         with self._lock:
             self._starting += 1
         try:
@@ -247,7 +260,10 @@ class DurableTasks:
                 return settled[0].result, None
             return aborted_result(body_invoked=False), None
         if status.status in _FAILED:
-            return None, f"the task's workflow ended {status.status}"
+            why = f"the task's workflow ended {status.status}"
+            if status.error is not None:  # DBOS's or toolseam's own error, not the body's
+                why += f": {status.error}"
+            return None, why
         return None, None
 
     async def cancel(self, task_id: str) -> None:

@@ -451,7 +451,7 @@ def serve_registry(
     check_tasks(tasks or {}, max_tasks, task_ttl)
     backing = None
     if durable is not None:
-        backing = _durable_tasks(registry, durable, name, tasks or {})
+        backing = _durable_tasks(registry, durable, name, tasks or {}, calls)
     background = Tasks(
         rounds, tasks or {}, max_tasks, float(task_ttl), backing, _principal if backing else None
     )
@@ -543,7 +543,11 @@ def serve_registry(
 
 
 def _durable_tasks(
-    registry: ToolRegistry, durable: object, name: str, tasks: Mapping[str, TaskSupport]
+    registry: ToolRegistry,
+    durable: object,
+    name: str,
+    tasks: Mapping[str, TaskSupport],
+    calls: RunningCalls,
 ) -> DurableTasks:
     """The DBOS backing of a server's tasks (see `_durable`), its settings checked."""
     from ..durable import DurableTools  # imports DBOS: only for a durable server
@@ -562,7 +566,7 @@ def _durable_tasks(
             "'after-input'"
         )
     check_launch()
-    return DurableTasks(durable, name)
+    return DurableTasks(durable, name, calls)
 
 
 def create_server(
