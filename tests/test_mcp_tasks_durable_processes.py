@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -30,6 +31,7 @@ from pydantic import TypeAdapter
 from worker_process import PATIENCE, Worker
 
 SERVER = Path(__file__).parent / "mcp_fixtures" / "durable_task_server.py"
+CLI_SERVING = "toolseam.mcp: serving "
 ANY = TypeAdapter(dict[str, Any])
 
 
@@ -53,8 +55,14 @@ class TasksExtension(ClientExtension):
 
 
 @asynccontextmanager
-async def server(role: str, url: str, runs: Path) -> AsyncIterator[tuple[Worker, str]]:
-    """Start the server process; yield it and its MCP endpoint once it serves."""
+async def server(
+    role: str, url: str, runs: Path, argv: list[str] | None = None
+) -> AsyncIterator[tuple[Worker, str]]:
+    """Start the server process; yield it and its MCP endpoint once it serves.
+
+    ``argv``: another command (the CLI) instead of the fixture's own main; its standard
+    error is read with its standard output.
+    """
     tests = str(Path(__file__).parent)
     environment = {
         **os.environ,
@@ -63,13 +71,14 @@ async def server(role: str, url: str, runs: Path) -> AsyncIterator[tuple[Worker,
         "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
         "PYTHONUNBUFFERED": "1",
     }
+    command = [sys.executable, str(SERVER), role] if argv is None else argv
     process = await anyio.open_process(
-        [sys.executable, str(SERVER), role], env=environment, stderr=None
+        command, env=environment, stderr=None if argv is None else subprocess.STDOUT
     )
     try:
         running = Worker(process)
-        line = await running.expect_prefix("serving ")
-        yield running, line.removeprefix("serving ")
+        line = await running.expect_prefix("serving " if argv is None else CLI_SERVING)
+        yield running, line.removeprefix("serving " if argv is None else CLI_SERVING)
     finally:
         if process.returncode is None:
             process.kill()
@@ -186,3 +195,38 @@ async def test_a_graceful_shutdown_tells_a_running_task_and_records_its_outcome(
     assert ended["status"] == "cancelled"
     assert ended["result"]["_meta"]["toolseam/code"] == "ABORTED"
     assert runs_of(runs) == ["hold"]
+
+
+@pytest.mark.anyio
+async def test_the_cli_serves_durable_tasks(database: tuple[str, Path]) -> None:
+    url, runs = database
+    argv = [
+        sys.executable,
+        "-m",
+        "toolseam.mcp",
+        "serve",
+        f"{SERVER}:registry",
+        "--http",
+        "127.0.0.1:0",
+        "--task",
+        "read=required",
+        "--durable",
+    ]
+    async with server("", url, runs, argv) as (first, endpoint):
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            task_id = await create(client, "read")
+            done = await final(client, task_id)
+        first.process.send_signal(signal.SIGTERM)
+        await first.rest()
+    assert first.process.returncode == 0
+    assert done["status"] == "completed"
+    assert done["result"]["content"] == [{"type": "text", "text": "read"}]
+
+    # Another server process on the same database reads the same task.
+    async with (
+        server("", url, runs, argv) as (_, endpoint),
+        Client(endpoint, cache=None, extensions=[TasksExtension()]) as client,
+    ):
+        again = await request(client, "tasks/get", {"taskId": task_id})
+    assert again["result"] == done["result"]
+    assert runs_of(runs) == ["read"]

@@ -8,7 +8,8 @@ DBOS is launched (it recovers, at launch, the tasks a killed server left running
 Every body start is appended to the file named by ``DURABLE_RUNS`` (``<tool> <call id>``
 a line) and printed as ``started <tool>``; a body told to stop prints ``told <tool>``.
 In ROLE ``first`` the idempotent ``read`` waits to be told (the test kills the process
-meanwhile); in any other role it returns at once.
+meanwhile); in any other role it returns at once. ``registry`` is also served by
+``python -m toolseam.mcp serve PATH:registry --http ... --durable``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from toolseam.mcp import serve_http
 
 dbos_sqlite_compat.install()
 
-ROLE = sys.argv[1]
+ROLE = sys.argv[1]  # "serve" when `python -m toolseam.mcp serve` imports `registry`
 
 
 def ran(tool: str, exec: ToolRunContext) -> None:
@@ -65,6 +66,11 @@ async def hold(args: dict[str, Any], exec: ToolRunContext) -> str:
     return "held"
 
 
+registry = ToolRegistry()
+for tool in (write, read, hold):
+    registry.register(tool)
+
+
 async def main() -> None:
     DBOS(
         config={
@@ -74,9 +80,6 @@ async def main() -> None:
             "executor_id": "local",
         }
     )
-    registry = ToolRegistry()
-    for tool in (write, read, hold):
-        registry.register(tool)
     durable = DurableTools(registry, poll_interval=0.05)
     async with anyio.create_task_group() as tg:
         url = await tg.start(
