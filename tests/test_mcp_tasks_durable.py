@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import anyio
 import pytest
-from dbos import DBOS
+from dbos import DBOS, SetWorkflowID
 from mcp import MCPError, types
 from mcp.client import Client
 from mcp.client.extension import ClientExtension
@@ -41,7 +41,8 @@ from toolseam import (
 )
 from toolseam.durable import DurableTools, recorded_outcomes
 from toolseam.mcp import create_server
-from toolseam.mcp._durable import workflow_id
+from toolseam.mcp.__main__ import main
+from toolseam.mcp._durable import _task_workflow, workflow_id
 
 dbos_sqlite_compat.install()
 
@@ -278,3 +279,46 @@ def test_durable_settings_are_checked() -> None:
         create_server(ToolRegistry(), tasks={"work": "optional"}, durable=world.durable)
     with pytest.raises(TypeError, match="DurableTools"):
         create_server(world.registry, tasks={"work": "optional"}, durable=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_durable_task_cancelled_before_any_execution_ran_it() -> None:
+    """Recovery queued the workflow, and the cancel came before any execution dequeued it.
+
+    The workflow is enqueued on a queue no worker of this process serves, as DBOS's
+    recovery enqueues (on its internal queue) before an execution takes it.
+    """
+    world = World()
+    task_id = "queued-task-0123456789"
+    spec = {
+        "task": task_id,
+        "call_id": "1",
+        "tool": "work",
+        "arguments": {},
+        "principal": None,
+        "owner": None,
+    }
+    with SetWorkflowID(workflow_id(task_id)):
+        await DBOS.enqueue_workflow_async("unserved", _task_workflow, world.server.name, spec)
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(world.server, extensions=[TasksExtension()]) as client:
+            assert (await request(client, "tasks/get", {"taskId": task_id}))["status"] == "working"
+            await request(client, "tasks/cancel", {"taskId": task_id})
+            final = await until(client, task_id, "cancelled", "completed", "failed")
+            again = await request(client, "tasks/get", {"taskId": task_id})
+    assert final["status"] == "cancelled"
+    assert code(final["result"]) == "ABORTED_BEFORE_DISPATCH"
+    assert again["result"] == final["result"]
+    assert world.runs == 0
+
+
+def test_the_cli_refuses_durable_without_what_it_needs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = "tests/mcp_fixtures/registry.py:registry"
+    monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL", raising=False)
+    assert main(["serve", target, "--http", "127.0.0.1:0", "--task", "x", "--durable"]) == 2
+    monkeypatch.setenv("DBOS_SYSTEM_DATABASE_URL", "sqlite:///unused.sqlite")
+    assert main(["serve", target, "--task", "x", "--durable"]) == 2
+    assert main(["serve", target, "--http", "127.0.0.1:0", "--durable"]) == 2
+    assert capsys.readouterr().err.count("--durable needs --http, --task") == 3
