@@ -230,3 +230,41 @@ async def test_the_cli_serves_durable_tasks(database: tuple[str, Path]) -> None:
         again = await request(client, "tasks/get", {"taskId": task_id})
     assert again["result"] == done["result"]
     assert runs_of(runs) == ["read"]
+
+
+LATE = """
+import os, sys
+from dbos import DBOS
+import dbos_sqlite_compat
+from toolseam import ToolRegistry
+from toolseam.durable import DurableTools
+from toolseam.mcp import create_server
+
+dbos_sqlite_compat.install()
+DBOS(config={"name": "late", "system_database_url": os.environ["DBOS_SYSTEM_DATABASE_URL"]})
+registry = ToolRegistry()
+durable = DurableTools(registry)
+DBOS.launch()
+try:
+    create_server(registry, tasks={"x": "optional"}, durable=durable)
+except RuntimeError as error:
+    print(error)
+finally:
+    DBOS.destroy()
+"""
+
+
+@pytest.mark.anyio
+async def test_a_server_made_after_dbos_launched_is_refused(database: tuple[str, Path]) -> None:
+    url, _ = database
+    tests = str(Path(__file__).parent)
+    environment = {
+        **os.environ,
+        "DBOS_SYSTEM_DATABASE_URL": url,
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+    }
+    done = await anyio.run_process([sys.executable, "-c", LATE], env=environment)
+    assert done.stdout.decode().strip() == (
+        "create_server(durable=...) must be called before DBOS.launch(): DBOS recovers the "
+        "tasks a crashed server left at launch, and their workflow must be registered by then"
+    )

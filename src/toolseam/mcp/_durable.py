@@ -47,7 +47,7 @@ from .._principal import Principal
 from .._results import ToolResult, aborted_result
 from .._signals import AbortController
 from .._views import ToolExecutionInput
-from ..durable import recorded_outcomes, settle_cancelled
+from ..durable import _engine, recorded_outcomes, settle_cancelled
 
 if TYPE_CHECKING:
     from dbos import WorkflowStatus
@@ -69,14 +69,7 @@ _FAILED: Final = frozenset({"ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 _BACKINGS: dict[str, DurableTasks] = {}
 
 
-def _launched() -> bool:
-    from dbos import _dbos  # the module, to read its current global
-
-    instance: object = getattr(_dbos, "_dbos_global_instance", None)
-    return bool(getattr(instance, "_launched", False))
-
-
-_LAUNCHED_BEFORE_IMPORT: Final = _launched()
+_LAUNCHED_BEFORE_IMPORT: Final = _engine.launched()
 
 
 def check_launch() -> None:
