@@ -322,3 +322,17 @@ def test_the_cli_refuses_durable_without_what_it_needs(
     assert main(["serve", target, "--task", "x", "--durable"]) == 2
     assert main(["serve", target, "--http", "127.0.0.1:0", "--durable"]) == 2
     assert capsys.readouterr().err.count("--durable needs --http, --task") == 3
+
+
+def test_on_trio_a_durable_task_is_refused_and_nothing_runs() -> None:
+    world = World()
+
+    async def call() -> None:
+        async with Client(world.server, extensions=[TasksExtension()]) as client:
+            with pytest.raises(MCPError) as refused:
+                await request(client, "tools/call", {"name": "work", "arguments": {}})
+            assert "runs on asyncio only" in refused.value.error.message
+
+    with first_error():
+        anyio.run(call, backend="trio")
+    assert world.runs == 0

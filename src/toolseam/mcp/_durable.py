@@ -39,7 +39,7 @@ from dbos import DBOS, SetWorkflowID
 from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from .._errors import AbortError
 from .._json import JsonValue
@@ -192,7 +192,15 @@ class DurableTasks:
     async def start(
         self, task_id: str, call_id: str, tool: str, arguments: object, principal: Principal | None
     ) -> WorkflowStatus:
-        """Start the task's workflow; its status once recorded."""
+        """Start the task's workflow; its status once recorded.
+
+        Raises:
+            MCPError: ``-32603``: not on asyncio (DBOS runs on asyncio only); nothing ran.
+        """
+        try:
+            _engine.require_asyncio("a durable MCP task")
+        except RuntimeError as error:
+            raise MCPError(INTERNAL_ERROR, str(error)) from None
         spec = {
             "task": task_id,
             "call_id": call_id,
