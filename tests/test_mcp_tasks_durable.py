@@ -107,13 +107,19 @@ class World:
                 await world.gate.wait()
             return await next()
 
+        @define_tool(name="ask", description="Asks the user first.")
+        async def ask(args: dict[str, Any], exec: ToolRunContext) -> str:
+            answer = await exec.elicit("Proceed?", {"type": "object", "properties": {}})
+            return answer.action
+
         self.registry.register(work)
+        self.registry.register(ask)
         self.registry.on_pre_execute(gate)
         self.durable = DurableTools(self.registry, poll_interval=0.05)
         self.server = create_server(
             self.registry,
             name=f"durable-{next(_names)}",
-            tasks={"work": "optional"},
+            tasks={"work": "optional", "ask": "optional"},
             durable=self.durable,
         )
 
@@ -207,6 +213,18 @@ async def test_a_durable_task_cancelled_before_dispatch_never_runs_its_body() ->
     assert final["status"] == "cancelled"
     assert code(final["result"]) == "ABORTED_BEFORE_DISPATCH"
     assert world.runs == 0
+
+
+@pytest.mark.anyio
+async def test_a_durable_task_cannot_ask_its_client() -> None:
+    world = World()
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(world.server, extensions=[TasksExtension()]) as client:
+            created = await request(client, "tools/call", {"name": "ask", "arguments": {}})
+            final = await until(client, created["taskId"], "completed", "failed", "cancelled")
+    assert final["status"] == "completed"
+    assert final["result"]["isError"] is True
+    assert code(final["result"]) == "CAPABILITY_UNAVAILABLE"
 
 
 def as_user(client_id: str, subject: str) -> contextvars.Token[AuthenticatedUser | None]:

@@ -453,7 +453,12 @@ def serve_registry(
     if durable is not None:
         backing = _durable_tasks(registry, durable, name, tasks or {}, calls)
     background = Tasks(
-        rounds, tasks or {}, max_tasks, float(task_ttl), backing, _principal if backing else None
+        rounds,
+        tasks or {},
+        max_tasks,
+        float(task_ttl),
+        backing,
+        _principal if backing is not None else None,
     )
 
     async def list_tools(

@@ -24,6 +24,9 @@ declare the extension (on the request's ``_meta`` client capabilities):
   seconds (the ``ttlMs`` it announced) and then forgotten (``tasks/get`` says so).
 - A task belongs to the caller that created it (the same keyed digest of the authenticated
   principal as a request state): anyone else is told it does not exist.
+- With ``create_server(durable=DurableTools(...))`` every task is a DBOS workflow instead
+  (``_durable``): it lives in the system database, outlives a crash of the server, and
+  ``tasks/*`` read and cancel it there; it asks no questions.
 """
 
 from __future__ import annotations
