@@ -21,7 +21,8 @@ module:
 * the status of one workflow (`workflow_status`), from a process that may only hold a
   `DBOSClient`; whether the system database is SQLite (`single_writer`); and whether DBOS
   is launched in this process (`launched`: ``toolseam.mcp``'s durable tasks must register
-  their workflow before, for DBOS's recovery at launch to find it);
+  their workflow before, for DBOS's recovery at launch to find it), and its executor id
+  (`executor_id`);
 * recording an outcome after a cancellation. ``DBOS.cancel_workflow`` takes ownership of the
   workflow away from the execution that runs it, so DBOS refuses every later write of that
   execution, the outcomes of the calls it had in flight included (and says so with
@@ -52,6 +53,7 @@ __all__ = [
     "cancelled_workflows",
     "check_serializable",
     "deadline_of",
+    "executor_id",
     "launched",
     "marker_recorded",
     "record_after_cancel",
@@ -135,6 +137,13 @@ def single_writer() -> bool:
     concurrent commits only lose time there.
     """
     return bool(_get_dbos_instance()._sys_db._is_sqlite)
+
+
+def executor_id() -> str:
+    """The DBOS executor id of this process (``"local"`` unless configured)."""
+    from dbos._utils import GlobalParams
+
+    return str(GlobalParams.executor_id)
 
 
 def launched() -> bool:

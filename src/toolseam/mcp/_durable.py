@@ -253,9 +253,11 @@ class DurableTasks:
         outcomes = await recorded_outcomes(identifier)
         if outcomes:
             return outcomes[0].result, None
-        if status.status == "CANCELLED" and not running_here:
+        mine = status.executor_id in (None, _engine.executor_id())
+        if status.status == "CANCELLED" and mine and not running_here:
             # Nothing runs it any more (a cancel before its execution started): the journal
-            # decides; a call that never dispatched did not run.
+            # decides; a call that never dispatched did not run. A workflow of another
+            # executor is that executor's to record: it stays `working` here.
             settled = await settle_cancelled(identifier)
             if settled:
                 return settled[0].result, None
