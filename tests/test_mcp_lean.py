@@ -75,6 +75,7 @@ async def _gateway(
             server = create_server(gateway.registry)
             async with Client(server, cache=None, **callbacks) as client:
                 yield client.session
+    assert lean_for(upstream) is None  # forgotten with its connection: nothing holds it
 
 
 @pytest.fixture

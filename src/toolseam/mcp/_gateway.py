@@ -60,7 +60,7 @@ from .._registration import Registration
 from .._registry import ToolRegistry
 from ._auth import ClientCredentials
 from ._client import McpToolDefinition, list_tools
-from ._lean import attach
+from ._lean import attach, detach
 from ._relay import SessionCallbacks
 
 __all__ = ["check_name", "mount_upstreams", "redact_userinfo", "upstream_target"]
@@ -228,7 +228,10 @@ class _Upstream:
                             self.callbacks.logging_callback,
                             partial(self._lean_lost, session),
                         )
-                    await lost.wait()
+                    try:
+                        await lost.wait()
+                    finally:
+                        detach(session)
             except Exception as error:
                 if tools is None:
                     raise ConnectionError(

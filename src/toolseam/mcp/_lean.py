@@ -24,7 +24,9 @@ with ``Last-Event-ID`` to a server that numbers its events; here the call fails 
 ``CONNECTION_CLOSED``, as when the server numbers none), nor answer a request the server
 sends on the call's stream (2026-07-28 servers ask through ``InputRequiredResult``).
 
-Only the gateway uses it (`attach`, for each 2026-07-28 HTTP connection it holds); the
+Only the gateway uses it (`attach`, for each 2026-07-28 HTTP connection it holds, and
+`detach` when it closes: the path holds its session, so the weak table alone would keep
+both alive); the
 remote tool takes it for a first request (`lean_for`), and leaves retries that answer an
 ``InputRequiredResult`` to the SDK's session.
 """
@@ -51,7 +53,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["LeanHttp", "attach", "lean_for"]
+__all__ = ["LeanHttp", "attach", "detach", "lean_for"]
 
 logger = logging.getLogger("toolseam.mcp")
 
@@ -80,6 +82,11 @@ def attach(
     """Give ``session`` a lean path if it speaks 2026-07-28 (over ``http``, to ``url``)."""
     if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
         _LEAN[session] = LeanHttp(session, http, url, on_log, lost)
+
+
+def detach(session: ClientSession) -> None:
+    """Forget the lean path of ``session`` (its connection is closing)."""
+    _LEAN.pop(session, None)
 
 
 def _error(payload: Mapping[str, Any]) -> MCPError:
