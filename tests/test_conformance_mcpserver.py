@@ -26,7 +26,7 @@ _MCPSERVER_VERDICTS = {
 def test_the_sdks_mcpserver_is_measured_over_the_wire(name: str, backend: str) -> None:
     """The SDK's ``MCPServer`` on both revisions and both backends (the scoreboard's columns).
 
-    On asyncio over streamable HTTP, on trio over memory streams. Its verdicts are the
+    On asyncio over streamable HTTP, on trio over stdio (a socket pair). Its verdicts are the
     measurement the docs state: a change of the SDK that changes them shows here, and the
     docs (behaviour-kit.md, conformance.md) must say the new ones.
     """

@@ -1,10 +1,10 @@
 """Mutants of the MCP drivers (the ``mcp.*`` clauses): toolseam's MCP server, one rule broken.
 
-The drivers serve over streamable HTTP on asyncio and over the SDK's memory streams on trio
+The drivers serve over streamable HTTP on asyncio and over stdio (a socket pair) on trio
 (toolseam.conformance.drivers._mcp).
 
 `AbandonsOnCancel` is a server whose request pipeline ignores the client's cancel (and, over
-memory streams, a disconnect's, which ends the server's run by cancelling its requests): it
+stdio, a disconnect's, which ends the server's run by cancelling its requests): it
 runs each ``tools/call`` detached, and when the request is cancelled it drops the call and
 lets the cancellation go on, the body neither told nor awaited. Over HTTP toolseam hears a
 client that went away through its own watch of the request's stream, which the defect leaves
@@ -138,18 +138,18 @@ class NoInputDeadline(ToolseamMcpDriver2026):
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    # Over memory streams (trio) a disconnect ends the server's run by cancelling its
+    # Over stdio (trio) a disconnect ends the server's run by cancelling its
     # requests, which the defect ignores; over HTTP (asyncio) toolseam's own watch of the
     # request's stream tells the body, and the disconnect clauses pass.
     Mutant("mcp-abandons-on-cancel", AbandonsOnCancel, _CANCEL_ONLY, backends=("asyncio",)),
-    Mutant("mcp-abandons-on-cancel-memory", AbandonsOnCancel, _CANCEL, backends=("trio",)),
+    Mutant("mcp-abandons-on-cancel-stdio", AbandonsOnCancel, _CANCEL, backends=("trio",)),
     # On 2026-07-28 over HTTP (asyncio) a client that goes away closes the request's
     # stream, which the SDK answers by cancelling the handler: the defect drops the call.
-    # Over memory streams (trio) toolseam's server aborts and awaits every call it still
+    # Over stdio (trio) toolseam's server aborts and awaits every call it still
     # runs when its run ends, whatever the pipeline does: the disconnect clauses pass.
     Mutant("mcp-abandons-on-cancel-2026", AbandonsOnCancel2026, _CANCEL, backends=("asyncio",)),
     Mutant(
-        "mcp-abandons-on-cancel-2026-memory",
+        "mcp-abandons-on-cancel-2026-stdio",
         AbandonsOnCancel2026,
         _CANCEL_ONLY,
         backends=("trio",),

@@ -4,8 +4,8 @@ The official MCP conformance suite marks a server's cancellation requirements un
 from the wire it cannot see whether a cancelled tool body stops. The kit can, because its
 bodies report to the probe. A driver with capability ``mcp`` serves the scripted tools from
 an MCP server and makes the call with the MCP SDK's client over a transport
-(`Scenario.mcp`; the built-in drivers: streamable HTTP on loopback, or memory streams where
-the server cannot be served over HTTP); the kit's stop is the client's cancel or its
+(`Scenario.mcp`; the built-in drivers: streamable HTTP on loopback, or stdio where the
+server cannot be served over HTTP); the kit's stop is the client's cancel or its
 disconnect. "The server considers the call done" is the moment its handling of
 ``tools/call`` ended (over a stream transport, after a disconnect: its run), which the
 driver reports through `Scenario.handled`: the kit takes the probe's next number there, and

@@ -5,19 +5,21 @@ own ``Client``. On asyncio over streamable HTTP on loopback: the server is serve
 on a TCP socket the driver opens on 127.0.0.1 (``IPPROTO_TCP``, a free port), toolseam's
 with `serve_http`'s own transport (its session manager, its disconnect watch), the
 ``MCPServer`` with the SDK's own app (``streamable_http_app``, the mode `serve_http` uses:
-stateful, SSE responses), and the client connects with the SDK's streamable HTTP client.
-On trio, which uvicorn cannot serve, over the SDK's memory streams (the JSON-RPC framing and
-dispatcher of stdio). One server per scenario, shut down cleanly before `run` returns. The
-client speaks 2025-11-25 (``mode="legacy"``, the handshake) or 2026-07-28
-(``server/discover``). The kit's stop is what `Scenario.mcp` says the client does: cancel the
-request (on 2025-11-25 the SDK sends ``notifications/cancelled``; on 2026-07-28 over HTTP it
-closes the request's stream) or disconnect mid-call (HTTP: the client's connections are
-dropped, no session ``DELETE``; memory streams: closed, the server reads end of file).
+stateful, SSE responses), and the client connects with the SDK's streamable HTTP client. On
+trio, which uvicorn cannot serve, over stdio: the SDK's stdio transport (``stdio_server``:
+newline-delimited JSON-RPC) at both ends of a socket pair, the server's end read and written
+as toolseam's `serve_stdio` does stdin and stdout. One server per scenario, shut down
+cleanly before `run` returns. The client speaks 2025-11-25 (``mode="legacy"``, the
+handshake) or 2026-07-28 (``server/discover``). The kit's stop is what `Scenario.mcp` says
+the client does: cancel the request (on 2025-11-25 the SDK sends
+``notifications/cancelled``; on 2026-07-28 over HTTP it closes the request's stream) or
+disconnect mid-call (HTTP: the client's connections are dropped, no session ``DELETE``;
+stdio: the client's end shut down, the server reads end of file).
 
 "The server considers the call done" is measured in the server's own request pipeline: an
 outermost ``Server.middleware`` around ``tools/call`` marks the moment the handling of the
 call ended (answered or not: a cancelled request is never answered on the wire). `run`
-returns at that moment — over memory streams after a disconnect, once the server's run has
+returns at that moment — over stdio after a disconnect, once the server's run has
 ended too — so a server that drops the call while its body still runs returns before the
 body finished, and the kit's sequence numbers say so.
 
@@ -43,9 +45,10 @@ from collections.abc import (
 )
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import version
-from typing import Any, ClassVar, Final, Literal, NoReturn, final
+from typing import Any, ClassVar, Final, Literal, NoReturn, TypeAlias, cast, final
 
 import anyio
+import anyio.abc
 import uvicorn
 from anyio.abc import TaskStatus
 from mcp import MCPError, types
@@ -55,7 +58,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.memory import create_client_server_memory_streams
+from mcp.server.stdio import stdio_server
 from pydantic import BaseModel
 
 from toolseam import AbortError, ToolError, ToolRegistry, ToolRunContext, define_tool
@@ -75,6 +78,13 @@ __all__ = [
 ]
 
 Revision = Literal["2025-11-25", "2026-07-28"]
+
+# `stdio_server` carries no return annotation; its streams are what `Server.run` and the
+# client's session take.
+_StdioServer: TypeAlias = (
+    "Callable[[anyio.AsyncFile[str], anyio.AsyncFile[str]], AbstractAsyncContextManager[Any]]"
+)
+_stdio_server = cast("_StdioServer", stdio_server)
 
 
 @final
@@ -295,7 +305,7 @@ class McpDriver:
         witness = _Witness(scenario, http)
         server.middleware.insert(0, witness.mark)  # outermost: nothing of the server's outside
         if not http:
-            return await self._over_memory(scenario, server, witness)
+            return await self._over_stdio(scenario, server, witness)
         serve: Callable[..., Coroutine[Any, Any, None]] = (
             functools.partial(serve_server_http, server, calls, host="127.0.0.1", port=0)
             if self.server == "toolseam"
@@ -314,28 +324,46 @@ class McpDriver:
                 serving.cancel_scope.cancel()  # a clean shutdown: the servers shield it
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _over_memory(
+    async def _over_stdio(
         self, scenario: Scenario, server: Server[Any], witness: _Witness
     ) -> Sequence[Outcome]:
-        async with create_client_server_memory_streams() as (client_streams, server_streams):
+        """The SDK's stdio transport at both ends of a socket pair (trio: no uvicorn)."""
+        client_sock, server_sock = socket.socketpair()
+        try:
+            client_end = await anyio.abc.SocketStream.from_socket(client_sock)
+        except BaseException:
+            client_sock.close()
+            server_sock.close()
+            raise
+        async with client_end:
+            server_end = await anyio.abc.SocketStream.from_socket(server_sock)
+            async with server_end, anyio.create_task_group() as group:
 
-            @asynccontextmanager
-            async def transport() -> AsyncGenerator[Any]:
-                yield client_streams
+                async def serve() -> None:
+                    try:
+                        lines = _Lines(server_end)
+                        async with _stdio(lines) as (read, write):
+                            await server.run(read, write, server.create_initialization_options())
+                    finally:
+                        witness.served()
+                        await server_end.aclose()  # the client reads end of file
 
-            async def serve() -> None:
-                try:
-                    await server.run(*server_streams, server.create_initialization_options())
-                finally:
-                    witness.served()
+                @asynccontextmanager
+                async def transport() -> AsyncGenerator[Any]:
+                    async with _stdio(_Lines(client_end)) as streams:
+                        try:
+                            yield streams
+                        finally:
+                            # The server reads end of file, its run ends, it closes its end:
+                            # the transport's reader reads end of file too, and it closes.
+                            _hang_up(client_end, socket.SHUT_WR)
 
-            async with anyio.create_task_group() as group:
                 group.start_soon(serve)
                 return await self._call(
                     scenario,
                     witness,
                     transport(),
-                    disconnect=lambda: _disconnect(client_streams),
+                    disconnect=lambda: _hang_up(client_end, socket.SHUT_RDWR),
                 )
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -424,7 +452,7 @@ class _Witness:
     """Marks the end of the server's handling of ``tools/call`` and reports it to the kit.
 
     Over HTTP the kit's witness (`Scenario.handled`) is that end whatever the stop; over
-    memory streams, after a disconnect, the end of the server's run.
+    stdio, after a disconnect, the end of the server's run.
     """
 
     def __init__(self, scenario: Scenario, http: bool) -> None:
@@ -446,7 +474,7 @@ class _Witness:
                 self._scenario.handled()
 
     def served(self) -> None:
-        """The server's run ended (memory streams)."""
+        """The server's run ended (stdio)."""
         self.ended.set()
         if not self._per_call and self._scenario.handled is not None:
             self._scenario.handled()
@@ -459,10 +487,45 @@ async def _never_asked(
     return types.ElicitResult(action="cancel")
 
 
-def _disconnect(streams: Any) -> None:
-    read, write = streams
-    write.close()
-    read.close()
+def _hang_up(end: anyio.abc.SocketStream, how: int) -> None:
+    """Shut the client's end of the socket pair down at once: the server reads end of file."""
+    with contextlib.suppress(OSError):
+        end.extra(anyio.abc.SocketAttribute.raw_socket).shutdown(how)
+
+
+@final
+class _Lines:
+    """A byte stream as the text file the SDK's stdio transport reads lines from and writes."""
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self._buffer:
+            try:
+                chunk = await self._stream.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise StopAsyncIteration from None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode() + "\n"
+
+    async def write(self, text: str) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._stream.send(text.encode())
+
+    async def flush(self) -> None:
+        """Nothing is buffered."""
+
+
+def _stdio(lines: _Lines) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+    """The SDK's stdio transport (newline-delimited JSON-RPC) reading and writing ``lines``."""
+    file = cast("anyio.AsyncFile[str]", lines)
+    return _stdio_server(file, file)
 
 
 class ToolseamMcpDriver(McpDriver):
