@@ -329,42 +329,37 @@ class McpDriver:
     ) -> Sequence[Outcome]:
         """The SDK's stdio transport at both ends of a socket pair (trio: no uvicorn)."""
         client_sock, server_sock = socket.socketpair()
-        try:
-            client_end = await anyio.abc.SocketStream.from_socket(client_sock)
-        except BaseException:
-            client_sock.close()
-            server_sock.close()
-            raise
-        async with client_end:
-            server_end = await anyio.abc.SocketStream.from_socket(server_sock)
-            async with server_end, anyio.create_task_group() as group:
+        with client_sock, server_sock:  # closed here if a stream was not made of it
+            client_end = await anyio.abc.SocketStream.from_socket(client_sock.detach())
+            server_end = await anyio.abc.SocketStream.from_socket(server_sock.detach())
+        async with client_end, server_end, anyio.create_task_group() as group:
 
-                async def serve() -> None:
+            async def serve() -> None:
+                try:
+                    lines = _Lines(server_end)
+                    async with _stdio(lines) as (read, write):
+                        await server.run(read, write, server.create_initialization_options())
+                finally:
+                    witness.served()
+                    await server_end.aclose()  # the client reads end of file
+
+            @asynccontextmanager
+            async def transport() -> AsyncGenerator[Any]:
+                async with _stdio(_Lines(client_end)) as streams:
                     try:
-                        lines = _Lines(server_end)
-                        async with _stdio(lines) as (read, write):
-                            await server.run(read, write, server.create_initialization_options())
+                        yield streams
                     finally:
-                        witness.served()
-                        await server_end.aclose()  # the client reads end of file
+                        # The server reads end of file, its run ends, it closes its end:
+                        # the transport's reader reads end of file too, and it closes.
+                        _hang_up(client_end, socket.SHUT_WR)
 
-                @asynccontextmanager
-                async def transport() -> AsyncGenerator[Any]:
-                    async with _stdio(_Lines(client_end)) as streams:
-                        try:
-                            yield streams
-                        finally:
-                            # The server reads end of file, its run ends, it closes its end:
-                            # the transport's reader reads end of file too, and it closes.
-                            _hang_up(client_end, socket.SHUT_WR)
-
-                group.start_soon(serve)
-                return await self._call(
-                    scenario,
-                    witness,
-                    transport(),
-                    disconnect=lambda: _hang_up(client_end, socket.SHUT_RDWR),
-                )
+            group.start_soon(serve)
+            return await self._call(
+                scenario,
+                witness,
+                transport(),
+                disconnect=lambda: _hang_up(client_end, socket.SHUT_RDWR),
+            )
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _call(
