@@ -15,7 +15,10 @@ call (utime + stime, /proc, Linux only); ratios are taken within a round.
 
 Targets (issue 36): toolseam >= 0.9x the SDK server's throughput; the gateway's per-call
 latency <= 1.5x a direct call's and its throughput >= 0.67x; toolseam's server CPU per call
-<= the SDK server's.
+<= the SDK server's. Issue 39: a ``tools/call`` to toolseam's server over HTTP at 2026-07-28
+costs no more than at 2025-11-25 (per-call latency <= 1.05x, the ratio of the two
+connections' median latencies within a round, sequential and at 20 concurrent; median over
+rounds).
 """
 
 from __future__ import annotations
@@ -84,11 +87,14 @@ class Contender:
     pid: int | None
     rates: dict[str, list[float]] = field(default_factory=lambda: {"seq": [], "conc": []})
     latencies: dict[str, list[float]] = field(default_factory=lambda: {"seq": [], "conc": []})
+    medians: dict[str, list[float]] = field(default_factory=lambda: {"seq": [], "conc": []})
+    """The median per-call latency (ms) of each round's batch, per mode."""
     cpu: list[float] = field(default_factory=list)  # CPU seconds per call, per round
 
     async def batch(self, calls: int, width: int, mode: str) -> tuple[int, float]:
         """Run ``calls`` calls ``width`` at a time; return (ns elapsed, CPU s of the server)."""
         latencies = self.latencies[mode]
+        mine: list[float] = []
         left = calls
 
         async def worker() -> None:
@@ -97,7 +103,7 @@ class Contender:
                 left -= 1
                 start = time.perf_counter_ns()
                 result = await self.client.call_tool(self.tool, {"text": "hi"})
-                latencies.append((time.perf_counter_ns() - start) / 1e6)
+                mine.append((time.perf_counter_ns() - start) / 1e6)
                 assert not result.is_error, result
 
         cpu_before = _cpu_seconds(self.pid) if self.pid else None
@@ -107,6 +113,8 @@ class Contender:
                 tg.start_soon(worker)
         elapsed = time.perf_counter_ns() - start
         cpu_after = _cpu_seconds(self.pid) if self.pid else None
+        latencies.extend(mine)
+        self.medians[mode].append(statistics.median(mine))
         cpu = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else -1
         return elapsed, cpu
 
@@ -193,6 +201,7 @@ async def _measure(rounds: int, sequential: int, concurrent: int) -> list[Conten
                 await contender.batch(max(sequential // 5, 5), 1, "seq")
                 await contender.batch(max(concurrent // 5, WIDTH), WIDTH, "conc")
                 contender.latencies = {"seq": [], "conc": []}
+                contender.medians = {"seq": [], "conc": []}
             for round_index in range(rounds):
                 for index in _harness._rotation(contenders, round_index):
                     contender = contenders[index]
@@ -273,6 +282,19 @@ def _report(contenders: list[Contender], note: str) -> list[Check]:
                     "" if mine is None or theirs is None else f"{mine:.2f} vs {theirs:.2f} ms",
                 )
             )
+    print("\n  toolseam's server over HTTP, 2026-07-28 vs 2025-11-25 (latency, within rounds):")
+    new, old = by["toolseam", "http", "2026-07-28"], by["toolseam", "http", "2025-11-25"]
+    for mode, label in (("seq", "sequential"), ("conc", f"{WIDTH} concurrent")):
+        ratio = _ratio(new.medians[mode], old.medians[mode])
+        figures = (
+            f"{statistics.median(new.medians[mode]):.2f} vs "
+            f"{statistics.median(old.medians[mode]):.2f} ms median"
+        )
+        print(f"    {label}: {ratio:.2f}x ({figures})")
+        checks.append(
+            Check(f"[mcp] tools/call over HTTP, 2026-07-28 vs 2025-11-25 latency, {label}",
+                  ratio, 1.05, "x", figures)
+        )  # fmt: skip
     return checks
 
 

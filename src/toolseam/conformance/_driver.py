@@ -266,7 +266,8 @@ class Durable:
 McpStop: TypeAlias = Literal["cancel", "disconnect", "no-retry"]
 """What the MCP client does at the stop (capability ``mcp``): ``"cancel"`` the request
 (2025-11-25 and stdio: ``notifications/cancelled``), or ``"disconnect"`` (close its
-connection mid-call). ``"no-retry"`` (capability ``mcp_input_required``, 2026-07-28): the
+connection mid-call: over HTTP its connections dropped, over a stream transport its streams
+closed). ``"no-retry"`` (capability ``mcp_input_required``, 2026-07-28): the
 client takes the ``InputRequiredResult`` a body's question answers and never retries; the
 server runs with a short input deadline, and the stop disconnects."""
 
@@ -365,12 +366,12 @@ class Scenario:
         """Serve the tools from an MCP server and make the one call with the MCP SDK's
         client over the wire (capability ``mcp``); `stop` is then what this says the client
         does: ``"cancel"`` the request, or ``"disconnect"``. The server considers the call
-        done when its ``tools/call`` handling ended (after a disconnect, once the server's
-        run also ended): the driver calls `handled` then."""
+        done when its ``tools/call`` handling ended (over a stream transport, after a
+        disconnect, once the server's run also ended): the driver calls `handled` then."""
         self.handled: Callable[[], None] | None = handled
         """The kit's witness (capability ``mcp``): the driver calls it the moment the
-        server's handling of the call ended (after a disconnect: the server's run), in that
-        same step; `Driver.run` may close the connection after it."""
+        server's handling of the call ended (over a stream transport, after a disconnect: the
+        server's run), in that same step; `Driver.run` may close the connection after it."""
         self.stop: Stop = Stop()
         """Wire this to the registry's cancellation before the calls start."""
         self._published: list[Outcome] = []

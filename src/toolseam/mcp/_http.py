@@ -51,6 +51,7 @@ from mcp.server.auth.middleware.bearer_auth import (
 from mcp.server.auth.provider import principal_components
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl
@@ -71,7 +72,7 @@ from ._tasks import MAX_TASKS, TASK_TTL, TaskSupport
 if TYPE_CHECKING:
     from ..durable import DurableTools
 
-__all__ = ["MCP_PATH", "serve_http"]
+__all__ = ["MCP_PATH", "serve_http", "serve_server_http"]
 
 logger = logging.getLogger("toolseam")
 
@@ -495,6 +496,43 @@ async def serve_http(
         durable=durable,
     )
     server.middleware.append(_calls_cap(limits.max_calls_per_principal))
+    await serve_server_http(
+        server,
+        calls,
+        host=host,
+        port=port,
+        handle_signals=handle_signals,
+        auth=auth,
+        allow_origins=allow_origins,
+        allow_hosts=allow_hosts,
+        certfile=certfile,
+        keyfile=keyfile,
+        limits=limits,
+        task_status=task_status,
+    )
+
+
+async def serve_server_http(
+    server: Server[Any],
+    calls: RunningCalls,
+    *,
+    host: str,
+    port: int,
+    handle_signals: bool = False,
+    auth: HttpAuth | None = None,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] | None = None,
+    certfile: str | os.PathLike[str] | None = None,
+    keyfile: str | os.PathLike[str] | None = None,
+    limits: HttpLimits = _DEFAULT_LIMITS,
+    task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """`serve_http`'s transport around a server `serve_registry` built with ``calls``.
+
+    For whoever needs the server before it serves (the behavioural kit's MCP drivers add
+    a middleware to it); `serve_http` checks its arguments, which this does not.
+    """
+    loopback = is_loopback(host)
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=False,

@@ -3,12 +3,14 @@
 The official MCP conformance suite marks a server's cancellation requirements unobservable:
 from the wire it cannot see whether a cancelled tool body stops. The kit can, because its
 bodies report to the probe. A driver with capability ``mcp`` serves the scripted tools from
-an MCP server and makes the call with the MCP SDK's client (`Scenario.mcp`); the kit's stop
-is the client's cancel or its disconnect. "The server considers the call done" is the
-moment its handling of ``tools/call`` ended (after a disconnect, its run), which the driver
-reports through `Scenario.handled`: the kit takes the probe's next number there, and the
-body must have finished before it. A cancelled request is never answered, so nothing else
-on the wire marks it.
+an MCP server and makes the call with the MCP SDK's client over a transport
+(`Scenario.mcp`; the built-in drivers: streamable HTTP on loopback, or stdio where the
+server cannot be served over HTTP); the kit's stop is the client's cancel or its
+disconnect. "The server considers the call done" is the moment its handling of
+``tools/call`` ended (over a stream transport, after a disconnect: its run), which the
+driver reports through `Scenario.handled`: the kit takes the probe's next number there, and
+the body must have finished before it. A cancelled request is never answered, so nothing
+else on the wire marks it.
 """
 
 from __future__ import annotations
@@ -110,19 +112,19 @@ async def _cancel_awaited(kit: Kit) -> str:
 )
 async def _disconnect_told(kit: Kit) -> str:
     witness = await _stopped(kit, "disconnect")
-    return _told(kit, witness, "disconnect", "the server's run ended")
+    return _told(kit, witness, "disconnect", "the server was done with the call")
 
 
 @clause(
     "mcp.disconnect-awaited",
-    "After a client disconnects mid-call, the server's run ends only once the body has "
-    "finished, cleanup included",
+    "After a client disconnects mid-call, the server is done with the call only once the body "
+    "has finished, cleanup included",
     section=_SECTION,
     requires=["mcp"],
 )
 async def _disconnect_awaited(kit: Kit) -> str:
     witness = await _stopped(kit, "disconnect")
-    return _awaited(kit, witness, "the server's run ended")
+    return _awaited(kit, witness, "the server was done with the call")
 
 
 @clause(
