@@ -7,6 +7,9 @@ and the command line on their own need no event loop, or run on both backends.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import pytest
 
 from test_mcp_auth import (
@@ -18,7 +21,7 @@ from test_mcp_auth import (
     serving,
     static_auth,
 )
-from toolseam.mcp import HttpLimits
+from toolseam.mcp import HttpLimits, StaticTokens
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning",
@@ -46,3 +49,45 @@ async def test_a_second_protocol_version_header_does_not_dodge_the_session_cap()
         answers = [await client.post(url, json=INIT_2025, headers=smuggled) for _ in range(3)]
     assert [answer.status_code for answer in answers] == [200, 200, 429]
     assert "mcp-session-id" not in answers[2].headers
+
+
+# -- the static token file ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spelling", ["literal", "digest"])
+def test_one_token_for_two_principals_is_refused(tmp_path: Path, spelling: str) -> None:
+    """A token listed twice (or once as itself and once as its digest) named whichever
+    principal came last; the file is refused instead, by line, never showing the token."""
+    again = (
+        ALICE if spelling == "literal" else f"sha256:{hashlib.sha256(ALICE.encode()).hexdigest()}"
+    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{ALICE} alice read\n\n{again} mallory admin\n")
+    with pytest.raises(ValueError, match=r"line 3: the same token as line 1$") as caught:
+        StaticTokens.from_file(tokens)
+    assert ALICE not in str(caught.value)
+    with pytest.raises(ValueError, match=r"^entries 1 and 2 have the same token$"):
+        StaticTokens([(ALICE, "alice", ["read"]), (again, "mallory", ["admin"])])
+
+
+async def test_a_digest_prefix_in_capitals_is_still_a_digest(tmp_path: Path) -> None:
+    """``SHA256:HEX`` was taken as a literal token: the published digest itself let
+    anyone in, and the token it is the digest of did not."""
+    digest = hashlib.sha256(ALICE.encode()).hexdigest()
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"SHA256:{digest.upper()} alice read\n")
+    verifier = StaticTokens.from_file(tokens)
+    assert await verifier.verify_token(f"SHA256:{digest.upper()}") is None
+    found = await verifier.verify_token(ALICE)
+    assert found is not None
+    assert found.subject == "alice"
+
+
+async def test_a_comment_after_the_scopes_grants_none_of_its_words(tmp_path: Path) -> None:
+    """``TOKEN alice read # admin revoked`` granted the scopes ``#``, ``admin`` and
+    ``revoked``: a ``#`` starts a comment anywhere on the line."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{ALICE} alice read # admin revoked\n")
+    found = await StaticTokens.from_file(tokens).verify_token(ALICE)
+    assert found is not None
+    assert found.scopes == ["read"]

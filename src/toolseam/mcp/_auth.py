@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import math
 import time
@@ -97,43 +98,58 @@ class StaticTokens:
     def __init__(self, entries: Iterable[tuple[str, str, Iterable[str]]]) -> None:
         """Verify these ``(token, principal, scopes)`` entries.
 
-        A token written ``sha256:HEX`` is the SHA-256 digest of the token (64 hex digits).
+        A token written ``sha256:HEX`` (the prefix in any case) is the SHA-256 digest of
+        the token (64 hex digits). A token may appear once (as itself or as its digest).
 
         Raises:
-            ValueError: An entry is malformed (the message never shows the token).
+            ValueError: An entry is malformed, or repeats a token (the message never
+                shows the token).
         """
         checked: list[_Static] = []
-        for token, principal, scopes in entries:
+        seen: dict[bytes, int] = {}
+        for number, (token, principal, scopes) in enumerate(entries, start=1):
             if not principal:
                 raise ValueError("every static token needs a principal")
             held = tuple(scopes)
             access = AccessToken(
                 token=REDACTED_TOKEN, client_id=principal, subject=principal, scopes=list(held)
             )
-            checked.append(_Static(_entry_digest(token), principal, held, access))
+            digest = _entry_digest(token)
+            # One token, two principals: which one it names must not be left to order.
+            if digest in seen:
+                raise ValueError(f"entries {seen[digest]} and {number} have the same token")
+            seen[digest] = number
+            checked.append(_Static(digest, principal, held, access))
         self._entries: tuple[_Static, ...] = tuple(checked)
 
     @classmethod
     def from_file(cls, path: str | Path) -> StaticTokens:
         """Read a token file: one ``TOKEN_OR_sha256:HEX PRINCIPAL [SCOPE ...]`` a line.
 
-        Blank lines and lines starting with ``#`` are skipped.
+        A word starting with ``#`` begins a comment, to the end of its line; blank lines
+        are skipped. A token may appear once (as itself or as its digest).
 
         Raises:
-            ValueError: A line is malformed (named by its number, never by its token).
+            ValueError: A line is malformed, or repeats a token (named by its number,
+                never by its token).
             OSError: The file cannot be read.
         """
         entries: list[tuple[str, str, Iterable[str]]] = []
+        lines: dict[bytes, int] = {}
         for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
             words = line.split()
-            if not words or words[0].startswith("#"):
+            words = list(itertools.takewhile(lambda word: not word.startswith("#"), words))
+            if not words:
                 continue
             if len(words) < 2:
                 raise ValueError(f"{path}, line {number}: expected TOKEN PRINCIPAL [SCOPE ...]")
             try:
-                _entry_digest(words[0])
+                digest = _entry_digest(words[0])
             except ValueError as error:
                 raise ValueError(f"{path}, line {number}: {error}") from None
+            if digest in lines:
+                raise ValueError(f"{path}, line {number}: the same token as line {lines[digest]}")
+            lines[digest] = number
             entries.append((words[0], words[1], words[2:]))
         return cls(entries)
 
@@ -149,8 +165,8 @@ class StaticTokens:
 
 
 def _entry_digest(token: str) -> bytes:
-    if token.startswith("sha256:"):
-        hexed = token.removeprefix("sha256:")
+    if token[:7].lower() == "sha256:":  # any case: the digest itself is never a token
+        hexed = token[7:]
         try:
             digest = bytes.fromhex(hexed)
         except ValueError:
