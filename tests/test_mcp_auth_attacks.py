@@ -7,21 +7,31 @@ and the command line on their own need no event loop, or run on both backends.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
+import json
+import time
 from pathlib import Path
+from typing import Any
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from jwt.algorithms import ECAlgorithm
 
 from test_mcp_auth import (
     ALICE,
+    AUDIENCE,
     INIT_2025,
+    ISSUER,
     Bodies,
     era_headers,
     http,
     serving,
     static_auth,
 )
-from toolseam.mcp import HttpLimits, StaticTokens
+from toolseam.mcp import HttpLimits, JwtTokens, StaticTokens
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning",
@@ -91,3 +101,43 @@ async def test_a_comment_after_the_scopes_grants_none_of_its_words(tmp_path: Pat
     found = await StaticTokens.from_file(tokens).verify_token(ALICE)
     assert found is not None
     assert found.scopes == ["read"]
+
+
+# -- JWT: what the verifier itself refuses, whatever PyJWT version is installed ------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _claims() -> dict[str, Any]:
+    now = int(time.time())
+    return {"iss": ISSUER, "aud": AUDIENCE, "sub": "mallory", "scope": "admin", "exp": now + 300}
+
+
+async def test_a_symmetric_key_in_the_jwks_never_verifies_a_token() -> None:
+    """A JWKS that also holds an ``oct`` key (its secret then as public as the JWKS): a
+    token whose header says ``ES256`` but that is HMAC-signed with that key. PyJWT 2.10
+    (the oldest toolseam and the MCP SDK accept) verifies with the key's own algorithm,
+    whatever the header says; toolseam takes only asymmetric keys, and only for the
+    algorithm the header names."""
+    secret = b"published-with-the-jwks-0123456789"
+    jwks = {"keys": [{"kty": "oct", "k": _b64(secret), "kid": "h"}]}
+    verifier = JwtTokens(jwks, issuer=ISSUER, audience=AUDIENCE)
+    signing = f"{_b64(json.dumps({'alg': 'ES256', 'kid': 'h'}).encode())}."
+    signing += _b64(json.dumps(_claims()).encode())
+    mac = hmac.new(secret, signing.encode(), hashlib.sha256).digest()
+    assert await verifier.verify_token(f"{signing}.{_b64(mac)}") is None
+
+
+async def test_a_token_with_a_critical_extension_is_refused() -> None:
+    """RFC 7515: a ``crit`` extension the verifier does not understand refuses the token
+    (PyJWT 2.10 ignores ``crit``); toolseam understands none."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = json.loads(ECAlgorithm.to_jwk(key.public_key()))
+    verifier = JwtTokens({"keys": [{**public, "kid": "k1"}]}, issuer=ISSUER, audience=AUDIENCE)
+    headers = {"kid": "k1", "crit": ["exp-only-if-online"], "exp-only-if-online": True}
+    token = jwt.encode(_claims(), key, algorithm="ES256", headers=headers)
+    assert await verifier.verify_token(token) is None
+    plain = jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k1"})
+    assert await verifier.verify_token(plain) is not None

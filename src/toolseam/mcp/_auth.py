@@ -183,7 +183,9 @@ def _entry_digest(token: str) -> bytes:
 class JwtTokens:
     """A `TokenVerifier` of JWT access tokens signed by a key of a JWKS.
 
-    Checks the signature (asymmetric algorithms only: ``alg: none`` and HMAC are refused),
+    Checks the signature (asymmetric algorithms only: ``alg: none`` and HMAC are refused,
+    a JWKS's symmetric keys are ignored, a key verifies only with its own algorithm, and a
+    ``crit`` header refuses the token, whatever the installed PyJWT does),
     ``iss`` (exactly ``issuer``), ``aud`` (contains ``audience``), ``exp`` (required) and
     ``nbf``. The principal is ``sub``, the scopes the space-separated ``scope`` claim (or a
     ``scp`` list). Keys are cached: a JWKS file is read once, a JWKS URL is fetched on
@@ -263,11 +265,11 @@ class JwtTokens:
             return None
         alg: object = header.get("alg")
         kid: object = header.get("kid")
-        if not isinstance(alg, str) or alg not in self._algorithms:
-            return None
+        if not isinstance(alg, str) or alg not in self._algorithms or "crit" in header:
+            return None  # `crit`: an extension this verifier does not understand (RFC 7515)
         key = await self._key(kid if isinstance(kid, str) else None)
-        if key is None:
-            return None
+        if key is None or key.algorithm_name != alg:
+            return None  # a key verifies only with its own algorithm, whatever PyJWT does
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -332,6 +334,8 @@ def _key_set(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:
         raise ValueError(f"not a usable JWKS: {error}") from None
     keys: dict[str, jwt.PyJWK] = {}
     for index, key in enumerate(key_set.keys):
+        if key.algorithm_name not in _ASYMMETRIC:
+            continue  # a symmetric (`oct`) key: its secret is as public as the JWKS
         keys[key.key_id if key.key_id is not None else f"#{index}"] = key
     return keys
 
