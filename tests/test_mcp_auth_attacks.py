@@ -32,6 +32,7 @@ from test_mcp_auth import (
     static_auth,
 )
 from toolseam.mcp import HttpLimits, JwtTokens, StaticTokens
+from toolseam.mcp.__main__ import main
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning",
@@ -141,3 +142,43 @@ async def test_a_token_with_a_critical_extension_is_refused() -> None:
     assert await verifier.verify_token(token) is None
     plain = jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k1"})
     assert await verifier.verify_token(plain) is not None
+
+
+# -- the command line never echoes a secret given where a reference was expected -----------
+
+SECRET = "sk-live-do-not-print-0123456789"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--upstream-bearer", f"up={SECRET}"],
+        ["--upstream-bearer", f"up=Bearer:{SECRET}"],
+        ["--upstream-bearer", SECRET],
+        ["--upstream-header", f"up=X-Api-Key={SECRET}"],
+        ["--upstream-client-credentials", f"up=https://as.example=client={SECRET}"],
+    ],
+)
+def test_a_secret_passed_instead_of_its_source_is_not_printed(
+    capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    """``--upstream-bearer up=TOKEN`` (the token itself, not ``env:VAR``) was refused
+    with the token in the message, on the terminal and in whatever keeps its output."""
+    try:
+        status = main(["gateway", "--upstream", "up=http://127.0.0.1:1/mcp", *extra])
+    except SystemExit as exit:
+        status = exit.code
+    assert status == 2
+    printed = capsys.readouterr()
+    assert "expected" in printed.err
+    assert SECRET not in printed.err + printed.out
+
+
+def test_an_upstream_url_without_a_name_is_not_printed_with_its_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["gateway", "--upstream", f"https://user:{SECRET}@mcp.example/mcp"])
+    error = capsys.readouterr().err
+    assert "expected NAME=URL_OR_COMMAND, got 'https://***@mcp.example/mcp'" in error
+    assert SECRET not in error
