@@ -11,10 +11,14 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -23,6 +27,7 @@ from jwt.algorithms import ECAlgorithm
 from test_mcp_auth import (
     ALICE,
     AUDIENCE,
+    GUARD,
     INIT_2025,
     ISSUER,
     Bodies,
@@ -31,8 +36,10 @@ from test_mcp_auth import (
     serving,
     static_auth,
 )
-from toolseam.mcp import HttpLimits, JwtTokens, StaticTokens
+from toolseam import ToolRegistry
+from toolseam.mcp import HttpLimits, JwtTokens, StaticTokens, mount_upstreams
 from toolseam.mcp.__main__ import main
+from toolseam.mcp._gateway import redact_userinfo
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator 'http(core)?x?2\.:ResourceWarning",
@@ -182,3 +189,53 @@ def test_an_upstream_url_without_a_name_is_not_printed_with_its_password(
     error = capsys.readouterr().err
     assert "expected NAME=URL_OR_COMMAND, got 'https://***@mcp.example/mcp'" in error
     assert SECRET not in error
+
+
+# -- an upstream URL's password: sent, never logged or shown -------------------------------
+
+
+def test_a_password_with_an_at_sign_is_redacted_whole() -> None:
+    """URL parsers split userinfo at the *last* ``@`` before the host; the redaction cut
+    at the first and printed the rest of the password."""
+    shown = redact_userinfo("cannot reach http://gw:p@ss-hunter2@127.0.0.1:9/mcp, giving up")
+    assert shown == "cannot reach http://***@127.0.0.1:9/mcp, giving up"
+    assert redact_userinfo("https://host/path?who=a@b") == "https://host/path?who=a@b"
+
+
+async def test_an_upstream_urls_password_reaches_no_log_and_still_authenticates(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the password in the URL, the HTTP client logged every request's URL, password
+    and all, at INFO. The gateway sends it as HTTP Basic with a URL that has none."""
+    seen: list[str | None] = []
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("authorization"))
+            self.send_response(401)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://gw:p%40ss-hunter2@127.0.0.1:{server.server_port}/mcp"
+    try:
+        with (
+            caplog.at_level(logging.DEBUG),
+            anyio.fail_after(GUARD),
+            pytest.raises(ConnectionError) as caught,
+        ):
+            async with mount_upstreams(ToolRegistry(), {"up": url}):
+                pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen
+    assert seen[0] == f"Basic {base64.b64encode(b'gw:p@ss-hunter2').decode()}"
+    assert "hunter2" not in caplog.text
+    assert "hunter2" not in str(caught.value)
