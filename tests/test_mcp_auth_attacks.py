@@ -151,6 +151,40 @@ async def test_a_token_with_a_critical_extension_is_refused() -> None:
     assert await verifier.verify_token(plain) is not None
 
 
+@pytest.mark.parametrize(
+    "url", ["http://as.example/jwks.json", "http://10.0.0.5:8080/jwks", "HTTP://as.example/jwks"]
+)
+def test_a_jwks_url_over_plain_http_off_loopback_is_refused(url: str) -> None:
+    """The JWKS decides who gets in: fetched over plain HTTP from another machine, anyone
+    on the path could hand the server their own key and then sign any token."""
+    with pytest.raises(ValueError, match=r"^a JWKS URL must be https"):
+        JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/jwks.json",
+        "http://localhost:9/jwks.json",
+        "http://[::1]:9/jwks.json",
+        "https://as.example/jwks.json",
+    ],
+)
+def test_a_jwks_url_over_https_or_on_loopback_is_taken(url: str) -> None:
+    JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)  # fetched on first use
+
+
+def test_the_command_line_refuses_a_plain_http_jwks_url(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(
+        [
+            *("serve", "mcp_fixtures.registry:registry", "--http", "0"),
+            *("--auth-jwks", "http://as.example/jwks.json", "--auth-issuer", ISSUER),
+        ]
+    )
+    assert status == 2
+    assert "a JWKS URL must be https" in capsys.readouterr().err
+
+
 # -- the command line never echoes a secret given where a reference was expected -----------
 
 SECRET = "sk-live-do-not-print-0123456789"

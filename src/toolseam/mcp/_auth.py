@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import itertools
 import json
 import math
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,7 +222,8 @@ class JwtTokens:
         """Verify tokens signed by ``jwks``, issued by ``issuer`` for ``audience``.
 
         Args:
-            jwks: The key set: a JWKS document, a path to one, or an ``http(s)://`` URL.
+            jwks: The key set: a JWKS document, a path to one, or an ``https://`` URL
+                (``http://`` only on loopback).
             issuer: The ``iss`` a token must carry.
             audience: The value ``aud`` must hold (the resource's identifier).
             algorithms: The signature algorithms accepted (asymmetric ones only).
@@ -228,7 +231,8 @@ class JwtTokens:
             refresh_seconds: How old a fetched JWKS may get before it is fetched again.
 
         Raises:
-            ValueError: An algorithm is not asymmetric, or a JWKS document is malformed.
+            ValueError: An algorithm is not asymmetric, a JWKS document is malformed, or a
+                JWKS URL is plain ``http`` off loopback.
         """
         bad = [name for name in algorithms if name not in _ASYMMETRIC]
         if bad or not algorithms:
@@ -245,8 +249,8 @@ class JwtTokens:
         self._verified: dict[bytes, AccessToken] = {}
         if isinstance(jwks, Mapping):
             self._keys = _key_set(jwks)
-        elif str(jwks).startswith(("http://", "https://")):
-            self._jwks = str(jwks)
+        elif str(jwks).lower().startswith(("http://", "https://")):
+            self._jwks = _jwks_url(str(jwks))
         else:
             self._keys = _key_set(json.loads(Path(jwks).read_text()))
 
@@ -317,6 +321,24 @@ class JwtTokens:
         if len(self._keys) == 1:
             return next(iter(self._keys.values()))
         return None
+
+
+def _jwks_url(url: str) -> str:
+    """``url``, if it is fit to fetch a JWKS from: https, or plain http on loopback."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(parts.hostname)):
+        return url
+    # The keys decide who gets in: anyone on a plain-http path could hand in their own.
+    raise ValueError("a JWKS URL must be https (plain http only on loopback)")
+
+
+def _loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
 
 
 def _fetch(url: str) -> Mapping[str, Any]:
