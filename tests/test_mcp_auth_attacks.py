@@ -174,6 +174,54 @@ def test_a_jwks_url_over_https_or_on_loopback_is_taken(url: str) -> None:
     JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)  # fetched on first use
 
 
+async def test_a_jwks_redirect_is_held_to_the_same_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JWKS URL that redirects: the target must be fit to fetch keys from as well (urllib
+    follows any redirect, https to plain http included). Here "loopback" is narrowed to
+    ``localhost`` so that a second server on 127.0.0.1 stands for another machine."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = json.loads(ECAlgorithm.to_jwk(key.public_key()))
+    document = json.dumps({"keys": [{**public, "kid": "k1"}]}).encode()
+
+    class Keys(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+    target = f"http://127.0.0.1:{elsewhere.server_port}/jwks.json"
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("location", target)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    here = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    for server in (elsewhere, here):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr("toolseam.mcp._auth._loopback", lambda host: host == "localhost")
+    try:
+        url = f"http://localhost:{here.server_port}/jwks.json"
+        verifier = JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)
+        token = jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k1"})
+        with anyio.fail_after(GUARD):
+            verified = await verifier.verify_token(token)
+    finally:
+        for server in (elsewhere, here):
+            server.shutdown()
+            server.server_close()
+    assert verified is None
+
+
 def test_the_command_line_refuses_a_plain_http_jwks_url(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(
         [

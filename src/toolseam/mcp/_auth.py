@@ -342,9 +342,21 @@ def _loopback(host: str | None) -> bool:
 
 
 def _fetch(url: str) -> Mapping[str, Any]:
-    import urllib.request
+    from urllib.request import HTTPRedirectHandler, build_opener
 
-    with urllib.request.urlopen(url, timeout=10) as response:
+    class Redirects(HTTPRedirectHandler):
+        # A redirect's target must be fit for keys too (urllib would follow https to http).
+        def redirect_request(
+            self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> Any:
+            try:
+                _jwks_url(urllib.parse.urljoin(req.full_url, newurl))
+            except ValueError:
+                fp.close()
+                raise
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    with build_opener(Redirects).open(url, timeout=10) as response:
         body: bytes = response.read(1 << 20)
     return cast("Mapping[str, Any]", json.loads(body))
 
