@@ -37,7 +37,13 @@ from test_mcp_auth import (
     static_auth,
 )
 from toolseam import ToolRegistry
-from toolseam.mcp import HttpLimits, JwtTokens, StaticTokens, mount_upstreams
+from toolseam.mcp import (
+    ClientCredentials,
+    HttpLimits,
+    JwtTokens,
+    StaticTokens,
+    mount_upstreams,
+)
 from toolseam.mcp.__main__ import main
 from toolseam.mcp._gateway import redact_userinfo
 
@@ -321,3 +327,15 @@ async def test_an_upstream_urls_password_reaches_no_log_and_still_authenticates(
     assert seen[0] == f"Basic {base64.b64encode(b'gw:p@ss-hunter2').decode()}"
     assert "hunter2" not in caplog.text
     assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("issuer", ["http://as.example", "HTTP://10.0.0.5:8080"])
+def test_client_credentials_are_never_sent_over_plain_http_off_loopback(issuer: str) -> None:
+    """The secret goes to the issuer's token endpoint, found in metadata fetched from the
+    issuer: over plain HTTP anyone on the path reads it, or names their own endpoint.
+    OAuth 2.1 requires TLS but on loopback."""
+    with pytest.raises(ValueError, match=r"^the issuer must be https") as caught:
+        ClientCredentials(issuer=issuer, client_id="c", client_secret=SECRET)
+    assert SECRET not in str(caught.value)
+    for fine in ("https://as.example", "http://127.0.0.1:9", "http://localhost:9"):
+        ClientCredentials(issuer=fine, client_id="c", client_secret=SECRET)

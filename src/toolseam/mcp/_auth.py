@@ -511,8 +511,9 @@ class ClientCredentials:
     ``repr``, a log or an error message.
 
     Attributes:
-        issuer: The authorization server these credentials belong to (its issuer URL):
-            they are sent to no other, whatever the upstream's metadata names.
+        issuer: The authorization server these credentials belong to (its issuer URL,
+            ``https``; plain ``http`` only on loopback): they are sent to no other,
+            whatever the upstream's metadata names.
         client_id: The gateway's client id at that authorization server.
         client_secret: Its secret.
         auth_method: How the secret is presented at the token endpoint.
@@ -524,9 +525,13 @@ class ClientCredentials:
     auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
 
     def __post_init__(self) -> None:
-        """Refuse an issuer that is not an http(s) URL, or an empty id or secret."""
-        if not self.issuer.startswith(("https://", "http://")):
+        """Refuse an issuer but https (http on loopback), or an empty id or secret."""
+        if not self.issuer.lower().startswith(("https://", "http://")):
             raise ValueError(f"the issuer must be an http(s) URL, got {self.issuer!r}")
+        parts = urllib.parse.urlsplit(self.issuer)
+        if parts.scheme != "https" and not _loopback(parts.hostname):
+            # OAuth 2.1: TLS but on loopback; the secret goes where the metadata says.
+            raise ValueError("the issuer must be https (plain http only on loopback)")
         if not self.client_id or not self.client_secret:
             raise ValueError("client credentials need a client id and a secret")
 
