@@ -16,17 +16,25 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
+from mcp import MCPError, types
+from mcp.client import Client
+from mcp.client.extension import ClientExtension
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import TypeAdapter
 
+from mcp_fixtures.support import first_error
 from test_mcp_auth import (
     ALICE,
     AUDIENCE,
+    BOB,
     GUARD,
     INIT_2025,
     ISSUER,
@@ -339,3 +347,64 @@ def test_client_credentials_are_never_sent_over_plain_http_off_loopback(issuer: 
     assert SECRET not in str(caught.value)
     for fine in ("https://as.example", "http://127.0.0.1:9", "http://localhost:9"):
         ClientCredentials(issuer=fine, client_id="c", client_secret=SECRET)
+
+
+# -- tasks: one principal cannot take every task slot --------------------------------------
+
+
+class TasksExtension(ClientExtension):
+    identifier = "io.modelcontextprotocol/tasks"
+
+
+async def _create_task(url: str, token: str) -> dict[str, Any]:
+    headers = {"authorization": f"Bearer {token}"}
+    with first_error():
+        return await _send_task_call(url, headers)
+
+
+async def _send_task_call(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=GUARD) as http_client,
+        Client(
+            streamable_http_client(url, http_client=http_client),
+            cache=None,
+            extensions=[TasksExtension()],
+        ) as client,
+    ):
+        answer: dict[str, Any] = await client.session.send_request(
+            types.Request[Any, Any](
+                method="tools/call", params={"name": "hold", "arguments": {"note": "t"}}
+            ),
+            cast("Any", TypeAdapter(dict[str, Any])),
+        )
+        return answer
+
+
+@asyncio_only
+async def test_one_principal_cannot_take_every_task_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task runs on after its ``tools/call`` answered, so the per-principal call cap
+    never counts it: one principal could start tasks until the server's ``max_tasks`` was
+    reached, and every other principal's task was refused. Each principal gets at most
+    ``MAX_TASKS_PER_PRINCIPAL`` unfinished tasks."""
+    monkeypatch.setattr("toolseam.mcp._tasks.MAX_TASKS_PER_PRINCIPAL", 2)
+    bodies = Bodies()
+    refused: list[MCPError] = []
+    with anyio.fail_after(GUARD):
+        async with serving(
+            bodies.registry, auth=static_auth(), tasks={"hold": "optional"}, max_tasks=8
+        ) as url:
+            try:
+                alice = [await _create_task(url, ALICE) for _ in range(2)]
+                try:
+                    await _create_task(url, ALICE)
+                except MCPError as error:
+                    refused.append(error)
+                bob = await _create_task(url, BOB)
+            finally:
+                bodies.release.set()  # the tasks' bodies end, so the server can stop
+    assert [task["resultType"] for task in [*alice, bob]] == ["task"] * 3
+    assert [error.error.message for error in refused] == [
+        "this MCP server already runs 2 tasks of this principal, its share; the call was not "
+        "run: retry once one has finished"
+    ]
+    assert bodies.held == 3
