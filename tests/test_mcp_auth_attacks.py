@@ -14,6 +14,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
@@ -24,11 +26,12 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
-from mcp import MCPError, types
+from mcp import ClientSession, MCPError, types
 from mcp.client import Client
 from mcp.client.extension import ClientExtension
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from mcp_fixtures.support import first_error
 from test_mcp_auth import (
@@ -44,7 +47,7 @@ from test_mcp_auth import (
     serving,
     static_auth,
 )
-from toolseam import ToolRegistry
+from toolseam import ToolRegistry, ToolRunContext, define_tool
 from toolseam.mcp import (
     ClientCredentials,
     HttpLimits,
@@ -408,3 +411,98 @@ async def test_one_principal_cannot_take_every_task_slot(monkeypatch: pytest.Mon
         "run: retry once one has finished"
     ]
     assert bodies.held == 3
+
+
+# -- MCP 2026-07-28: a requestState is its caller's, for its call only ----------------------
+
+
+@asyncio_only
+async def test_a_request_state_serves_only_its_principal_and_its_call() -> None:
+    """Held already (the state binds a keyed digest of the principal, the tool and the
+    arguments); kept here over real HTTP: another principal's retry with a state, or the
+    same principal's for another tool or other arguments, is refused and does not use the
+    state up; the owner's retry then resumes the one body, and a replay is refused."""
+    registry = ToolRegistry()
+    effects: list[str] = []
+
+    class Who(TypedDict):
+        name: str
+
+    @define_tool(name="order", description="Charges, asks whose name, ships.")
+    async def order(args: dict[str, Any], exec: ToolRunContext) -> str:
+        effects.append("charged")
+        await exec.elicit("Whose name?", Who, key="who")
+        effects.append("shipped")
+        return "ordered"
+
+    @define_tool(name="other", description="Another tool.")
+    async def other(args: dict[str, Any], exec: ToolRunContext) -> str:
+        effects.append("other")
+        return "other"
+
+    registry.register(order)
+    registry.register(other)
+    answers = {"who": types.ElicitResult(action="accept", content={"name": "Ada"})}
+    refusals: list[str] = []
+
+    async def retry(session: ClientSession, state: str, name: str, **arguments: Any) -> Any:
+        return await session.call_tool(
+            name,
+            arguments,
+            input_responses=answers,
+            request_state=state,
+            allow_input_required=True,
+        )
+
+    with first_error(), anyio.fail_after(GUARD):
+        async with (
+            serving(registry, auth=static_auth()) as url,
+            _asking(url, ALICE) as alice,
+            _asking(url, BOB) as bob,
+        ):
+            first = await alice.call_tool("order", {}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            state = first.request_state
+            assert state is not None
+            for session, name, arguments in [
+                (bob, "order", {}),
+                (alice, "other", {}),
+                (alice, "order", {"extra": 1}),
+            ]:
+                try:
+                    await retry(session, state, name, **arguments)
+                except MCPError as error:
+                    refusals.append(error.error.message)
+            final = await retry(alice, state, "order")
+            try:
+                await retry(alice, state, "order")
+            except MCPError as error:
+                refusals.append(error.error.message)
+    assert isinstance(final, types.CallToolResult)
+    assert not final.is_error
+    assert effects == ["charged", "shipped"]
+    another_call = (
+        "requestState refused: it was issued for another tool call (the tool, its arguments "
+        "or the caller differ)"
+    )
+    assert refusals[:3] == [another_call] * 3
+    assert refusals[3].startswith("requestState refused: it was already answered")
+
+
+@asynccontextmanager
+async def _asking(url: str, token: str) -> AsyncGenerator[ClientSession]:
+    """A 2026-07-28 SDK client presenting ``token`` that can be asked (elicitation)."""
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    headers = {"authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=GUARD) as http_client,
+        Client(
+            streamable_http_client(url, http_client=http_client),
+            cache=None,
+            elicitation_callback=elicit,
+        ) as client,
+    ):
+        yield client.session
