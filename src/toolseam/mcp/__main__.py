@@ -293,6 +293,8 @@ def _http_settings(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("pass --auth-tokens or --auth-jwks, not both")
     if (args.auth_jwks is None) != (args.auth_issuer is None):
         raise ValueError("--auth-jwks and --auth-issuer go together")
+    if (args.certfile is None) != (args.keyfile is None):
+        raise ValueError("--certfile and --keyfile go together")
     auth: HttpAuth | None = None
     servers: list[str] = args.authorization_server
     if args.auth_tokens is not None:
