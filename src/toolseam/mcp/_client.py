@@ -32,6 +32,7 @@ from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolResult, render_value
 from .._signals import in_loop
 from .._views import ToolExecution, ToolRunContext
+from ._lean import lean_for
 from ._relay import SessionCallbacks, elicit_for, roots_for, sample_for
 from ._wire import (
     CODE_META_KEY,
@@ -360,13 +361,17 @@ class McpToolDefinition:
         """The ``tools/call``, and its retries while a 2026-07-28 server asks for input."""
         name = self._remote_name
         request_meta = cast("types.RequestParamsMeta | None", meta)
-        outcome = await session.call_tool(
-            name,
-            args.arguments,
-            progress_callback=progress,
-            meta=request_meta,
-            allow_input_required=True,
-        )
+        lean = lean_for(session)
+        if lean is not None:  # a gateway's 2026-07-28 HTTP upstream (see `_lean`)
+            outcome = await lean.call_tool(name, args.arguments, progress, meta)
+        else:
+            outcome = await session.call_tool(
+                name,
+                args.arguments,
+                progress_callback=progress,
+                meta=request_meta,
+                allow_input_required=True,
+            )
         rounds = 0
         poll = _FIRST_POLL
         while isinstance(outcome, types.InputRequiredResult):

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hmac
 import itertools
 import secrets
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
 
@@ -223,6 +223,10 @@ class RoundCall:
         if changed is not None:
             changed.set()
 
+    def wake(self) -> None:
+        """Wake the request waiting in `outcome` (a notification was queued)."""
+        self._wake()
+
     async def ask(
         self, key: str | None, kind: Kind, request: types.InputRequest, signal: AbortSignal
     ) -> BaseModel | None:
@@ -297,10 +301,18 @@ class RoundCall:
     def _pending(self) -> list[_Question]:
         return [question for question in self.questions.values() if not question.done.is_set()]
 
-    async def outcome(self) -> ToolResult | list[_Question]:
-        """Wait for the call's result, or for questions to ask (never once it is aborted)."""
+    async def outcome(
+        self, send: Callable[[], Awaitable[None]] | None = None
+    ) -> ToolResult | list[_Question]:
+        """Wait for the call's result, or for questions to ask (never once it is aborted).
+
+        ``send`` (the request's `RequestHost.send_queued`) sends the notifications queued
+        meanwhile: the waiting request is the task that writes them.
+        """
         batched = False
         while True:
+            if send is not None:
+                await send()
             if self.result is not None:
                 return self.result
             pending = self._pending()
@@ -589,37 +601,34 @@ class Rounds:
             if call.serving is token:
                 self._abort(controller, _DISCONNECTED)
 
-        async def abort_when_cancelled() -> None:
-            try:
-                await host.send_notifications()
-            except anyio.get_cancelled_exc_class():
-                if call.serving is token:
-                    self._abort(controller, _CANCELLED)
-                raise
-
         if gone is not None:
             gone.on_gone(client_gone)
         outcome: ToolResult | list[_Question] | None = None
+        # No task of its own: the body runs in the lifespan's task group, so this request
+        # waits for it unshielded, sending the call's notifications meanwhile. The SDK's
+        # cancellation of the request lands in that wait; it aborts the call, whose result
+        # is then awaited shielded (the body is told through its signal, never abandoned).
         try:
-            async with anyio.create_task_group() as watcher:
-                host.starting()
-                watcher.start_soon(abort_when_cancelled)
-                # Not a race: the shield keeps the SDK's cancellation away from the wait; it
-                # reaches the body through its signal (the watcher), and the wait then ends
-                # with the call's result.
+            try:
+                outcome = await call.outcome(host.send_queued)
+                while not isinstance(outcome, ToolResult):
+                    full = self._no_room(call)
+                    if full is None:
+                        break
+                    call.refuse(outcome, full)
+                    outcome = await call.outcome(host.send_queued)
+                await host.send_queued()
+            except anyio.get_cancelled_exc_class():
+                if call.serving is token:
+                    self._abort(controller, _CANCELLED)
                 with anyio.CancelScope(shield=True):
                     outcome = await call.outcome()
-                    while not isinstance(outcome, ToolResult):
-                        full = self._no_room(call)
-                        if full is None:
-                            break
-                        call.refuse(outcome, full)
-                        outcome = await call.outcome()
-                if isinstance(outcome, ToolResult):
-                    await host.flush()
-                else:
-                    await host.pause()
-            await anyio.lowlevel.checkpoint_if_cancelled()
+                host.drop_later()
+                raise
+            if isinstance(outcome, ToolResult):
+                host.drop_later()
+            else:
+                host.keep_later()
         finally:
             call.serving = None
             if call.result is not None:
