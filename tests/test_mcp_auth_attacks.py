@@ -47,7 +47,13 @@ from test_mcp_auth import (
     serving,
     static_auth,
 )
-from toolseam import ToolRegistry, ToolRunContext, define_tool
+from toolseam import (
+    AbortController,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolRunContext,
+    define_tool,
+)
 from toolseam.mcp import (
     ClientCredentials,
     HttpLimits,
@@ -506,3 +512,29 @@ async def _asking(url: str, token: str) -> AsyncGenerator[ClientSession]:
         ) as client,
     ):
         yield client.session
+
+
+@asyncio_only
+async def test_an_upstream_urls_password_reaches_no_log_on_its_calls(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same over a connection that works: the calls through the gateway (at
+    2026-07-28 over HTTP, its lean path) log no URL with the password in it."""
+    bodies = Bodies()
+    gateway = ToolRegistry()
+    with caplog.at_level(logging.DEBUG), anyio.fail_after(GUARD):
+        async with serving(bodies.registry) as url:
+            with_password = url.replace("http://", "http://gw:p%40ss-hunter2@")
+            async with mount_upstreams(gateway, {"up": with_password}):
+                result = await gateway.execute(
+                    ToolExecutionInput(
+                        call_id="c1",
+                        name="up_touch",
+                        arguments={"note": "x"},
+                        signal=AbortController().signal,
+                    )
+                )
+    assert not result.is_error
+    assert bodies.ran == ["x"]
+    assert "127.0.0.1" in caplog.text  # the requests were logged, without the password
+    assert "hunter2" not in caplog.text
