@@ -848,6 +848,7 @@ async def test_tls_serves_https(tmp_path: Path) -> None:
         (["--auth-jwks", "keys.json"], "--auth-jwks and --auth-issuer go together"),
         (["--auth-tokens", "/nonexistent/tokens"], "--auth-tokens: No such file or directory"),
         (["--http", "0.0.0.0:0", "--max-sessions", "0"], "expected a positive integer"),
+        (["--certfile", "cert.pem"], "--certfile and --keyfile go together"),
     ],
 )
 def test_the_command_line_refuses_bad_settings(

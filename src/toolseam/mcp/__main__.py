@@ -31,7 +31,10 @@ def _address(text: str) -> tuple[str, int]:
 def _upstream(text: str) -> tuple[str, str]:
     name, sep, target = text.partition("=")
     if not sep or not name or not target.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=URL_OR_COMMAND, got {text!r}")
+        from ._gateway import redact_userinfo
+
+        shown = redact_userinfo(text)
+        raise argparse.ArgumentTypeError(f"expected NAME=URL_OR_COMMAND, got {shown!r}")
     return name, target
 
 
@@ -39,7 +42,8 @@ def _credential(text: str) -> tuple[str, str]:
     """``NAME=REST``: an upstream's name and the rest (a source, or ``HEADER=SOURCE``)."""
     name, sep, rest = text.partition("=")
     if not sep or not name or not rest:
-        raise argparse.ArgumentTypeError(f"expected NAME=..., got {text!r}")
+        # Not shown: a secret given in place of its source would be printed.
+        raise argparse.ArgumentTypeError("expected NAME=... (the value is not shown)")
     return name, rest
 
 
@@ -57,7 +61,8 @@ def _read_secret(source: str) -> str:
                 return file.read().strip()
         except OSError as error:
             raise ValueError(f"{error.strerror}: {where}") from None
-    raise ValueError(f"expected env:VAR or file:PATH, got {kind + sep!r}...")
+    # What was given is not shown: it may be the secret itself.
+    raise ValueError("expected env:VAR or file:PATH as the source of a secret (not the secret)")
 
 
 def _upstream_headers(args: argparse.Namespace) -> dict[str, dict[str, str]]:
@@ -296,6 +301,8 @@ def _http_settings(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("pass --auth-tokens or --auth-jwks, not both")
     if (args.auth_jwks is None) != (args.auth_issuer is None):
         raise ValueError("--auth-jwks and --auth-issuer go together")
+    if (args.certfile is None) != (args.keyfile is None):
+        raise ValueError("--certfile and --keyfile go together")
     auth: HttpAuth | None = None
     servers: list[str] = args.authorization_server
     if args.auth_tokens is not None:

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import itertools
 import json
 import math
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,43 +100,58 @@ class StaticTokens:
     def __init__(self, entries: Iterable[tuple[str, str, Iterable[str]]]) -> None:
         """Verify these ``(token, principal, scopes)`` entries.
 
-        A token written ``sha256:HEX`` is the SHA-256 digest of the token (64 hex digits).
+        A token written ``sha256:HEX`` (the prefix in any case) is the SHA-256 digest of
+        the token (64 hex digits). A token may appear once (as itself or as its digest).
 
         Raises:
-            ValueError: An entry is malformed (the message never shows the token).
+            ValueError: An entry is malformed, or repeats a token (the message never
+                shows the token).
         """
         checked: list[_Static] = []
-        for token, principal, scopes in entries:
+        seen: dict[bytes, int] = {}
+        for number, (token, principal, scopes) in enumerate(entries, start=1):
             if not principal:
                 raise ValueError("every static token needs a principal")
             held = tuple(scopes)
             access = AccessToken(
                 token=REDACTED_TOKEN, client_id=principal, subject=principal, scopes=list(held)
             )
-            checked.append(_Static(_entry_digest(token), principal, held, access))
+            digest = _entry_digest(token)
+            # One token, two principals: which one it names must not be left to order.
+            if digest in seen:
+                raise ValueError(f"entries {seen[digest]} and {number} have the same token")
+            seen[digest] = number
+            checked.append(_Static(digest, principal, held, access))
         self._entries: tuple[_Static, ...] = tuple(checked)
 
     @classmethod
     def from_file(cls, path: str | Path) -> StaticTokens:
         """Read a token file: one ``TOKEN_OR_sha256:HEX PRINCIPAL [SCOPE ...]`` a line.
 
-        Blank lines and lines starting with ``#`` are skipped.
+        A word starting with ``#`` begins a comment, to the end of its line; blank lines
+        are skipped. A token may appear once (as itself or as its digest).
 
         Raises:
-            ValueError: A line is malformed (named by its number, never by its token).
+            ValueError: A line is malformed, or repeats a token (named by its number,
+                never by its token).
             OSError: The file cannot be read.
         """
         entries: list[tuple[str, str, Iterable[str]]] = []
+        lines: dict[bytes, int] = {}
         for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
             words = line.split()
-            if not words or words[0].startswith("#"):
+            words = list(itertools.takewhile(lambda word: not word.startswith("#"), words))
+            if not words:
                 continue
             if len(words) < 2:
                 raise ValueError(f"{path}, line {number}: expected TOKEN PRINCIPAL [SCOPE ...]")
             try:
-                _entry_digest(words[0])
+                digest = _entry_digest(words[0])
             except ValueError as error:
                 raise ValueError(f"{path}, line {number}: {error}") from None
+            if digest in lines:
+                raise ValueError(f"{path}, line {number}: the same token as line {lines[digest]}")
+            lines[digest] = number
             entries.append((words[0], words[1], words[2:]))
         return cls(entries)
 
@@ -149,8 +167,8 @@ class StaticTokens:
 
 
 def _entry_digest(token: str) -> bytes:
-    if token.startswith("sha256:"):
-        hexed = token.removeprefix("sha256:")
+    if token[:7].lower() == "sha256:":  # any case: the digest itself is never a token
+        hexed = token[7:]
         try:
             digest = bytes.fromhex(hexed)
         except ValueError:
@@ -167,7 +185,9 @@ def _entry_digest(token: str) -> bytes:
 class JwtTokens:
     """A `TokenVerifier` of JWT access tokens signed by a key of a JWKS.
 
-    Checks the signature (asymmetric algorithms only: ``alg: none`` and HMAC are refused),
+    Checks the signature (asymmetric algorithms only: ``alg: none`` and HMAC are refused,
+    a JWKS's symmetric keys are ignored, a key verifies only with its own algorithm, and a
+    ``crit`` header refuses the token, whatever the installed PyJWT does),
     ``iss`` (exactly ``issuer``), ``aud`` (contains ``audience``), ``exp`` (required) and
     ``nbf``. The principal is ``sub``, the scopes the space-separated ``scope`` claim (or a
     ``scp`` list). Keys are cached: a JWKS file is read once, a JWKS URL is fetched on
@@ -202,7 +222,8 @@ class JwtTokens:
         """Verify tokens signed by ``jwks``, issued by ``issuer`` for ``audience``.
 
         Args:
-            jwks: The key set: a JWKS document, a path to one, or an ``http(s)://`` URL.
+            jwks: The key set: a JWKS document, a path to one, or an ``https://`` URL
+                (``http://`` only on loopback).
             issuer: The ``iss`` a token must carry.
             audience: The value ``aud`` must hold (the resource's identifier).
             algorithms: The signature algorithms accepted (asymmetric ones only).
@@ -210,7 +231,8 @@ class JwtTokens:
             refresh_seconds: How old a fetched JWKS may get before it is fetched again.
 
         Raises:
-            ValueError: An algorithm is not asymmetric, or a JWKS document is malformed.
+            ValueError: An algorithm is not asymmetric, a JWKS document is malformed, or a
+                JWKS URL is plain ``http`` off loopback.
         """
         bad = [name for name in algorithms if name not in _ASYMMETRIC]
         if bad or not algorithms:
@@ -227,8 +249,8 @@ class JwtTokens:
         self._verified: dict[bytes, AccessToken] = {}
         if isinstance(jwks, Mapping):
             self._keys = _key_set(jwks)
-        elif str(jwks).startswith(("http://", "https://")):
-            self._jwks = str(jwks)
+        elif str(jwks).lower().startswith(("http://", "https://")):
+            self._jwks = _jwks_url(str(jwks))
         else:
             self._keys = _key_set(json.loads(Path(jwks).read_text()))
 
@@ -247,11 +269,11 @@ class JwtTokens:
             return None
         alg: object = header.get("alg")
         kid: object = header.get("kid")
-        if not isinstance(alg, str) or alg not in self._algorithms:
-            return None
+        if not isinstance(alg, str) or alg not in self._algorithms or "crit" in header:
+            return None  # `crit`: an extension this verifier does not understand (RFC 7515)
         key = await self._key(kid if isinstance(kid, str) else None)
-        if key is None:
-            return None
+        if key is None or key.algorithm_name != alg:
+            return None  # a key verifies only with its own algorithm, whatever PyJWT does
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -301,10 +323,40 @@ class JwtTokens:
         return None
 
 
-def _fetch(url: str) -> Mapping[str, Any]:
-    import urllib.request
+def _jwks_url(url: str) -> str:
+    """``url``, if it is fit to fetch a JWKS from: https, or plain http on loopback."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(parts.hostname)):
+        return url
+    # The keys decide who gets in: anyone on a plain-http path could hand in their own.
+    raise ValueError("a JWKS URL must be https (plain http only on loopback)")
 
-    with urllib.request.urlopen(url, timeout=10) as response:
+
+def _loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def _fetch(url: str) -> Mapping[str, Any]:
+    from urllib.request import HTTPRedirectHandler, build_opener
+
+    class Redirects(HTTPRedirectHandler):
+        # A redirect's target must be fit for keys too (urllib would follow https to http).
+        def redirect_request(
+            self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> Any:
+            try:
+                _jwks_url(urllib.parse.urljoin(req.full_url, newurl))
+            except ValueError:
+                fp.close()
+                raise
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    with build_opener(Redirects).open(url, timeout=10) as response:
         body: bytes = response.read(1 << 20)
     return cast("Mapping[str, Any]", json.loads(body))
 
@@ -316,6 +368,8 @@ def _key_set(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:
         raise ValueError(f"not a usable JWKS: {error}") from None
     keys: dict[str, jwt.PyJWK] = {}
     for index, key in enumerate(key_set.keys):
+        if key.algorithm_name not in _ASYMMETRIC:
+            continue  # a symmetric (`oct`) key: its secret is as public as the JWKS
         keys[key.key_id if key.key_id is not None else f"#{index}"] = key
     return keys
 
@@ -457,8 +511,9 @@ class ClientCredentials:
     ``repr``, a log or an error message.
 
     Attributes:
-        issuer: The authorization server these credentials belong to (its issuer URL):
-            they are sent to no other, whatever the upstream's metadata names.
+        issuer: The authorization server these credentials belong to (its issuer URL,
+            ``https``; plain ``http`` only on loopback): they are sent to no other,
+            whatever the upstream's metadata names.
         client_id: The gateway's client id at that authorization server.
         client_secret: Its secret.
         auth_method: How the secret is presented at the token endpoint.
@@ -470,9 +525,13 @@ class ClientCredentials:
     auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
 
     def __post_init__(self) -> None:
-        """Refuse an issuer that is not an http(s) URL, or an empty id or secret."""
-        if not self.issuer.startswith(("https://", "http://")):
+        """Refuse an issuer but https (http on loopback), or an empty id or secret."""
+        if not self.issuer.lower().startswith(("https://", "http://")):
             raise ValueError(f"the issuer must be an http(s) URL, got {self.issuer!r}")
+        parts = urllib.parse.urlsplit(self.issuer)
+        if parts.scheme != "https" and not _loopback(parts.hostname):
+            # OAuth 2.1: TLS but on loopback; the secret goes where the metadata says.
+            raise ValueError("the issuer must be https (plain http only on loopback)")
         if not self.client_id or not self.client_secret:
             raise ValueError("client credentials need a client id and a secret")
 

@@ -39,6 +39,7 @@ lost fails with ``REMOTE_TOOL_ERROR`` and is never re-sent: tool calls are not i
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shlex
@@ -69,7 +70,8 @@ _FIRST_DELAY: Final = 1.0
 _MAX_DELAY: Final = 30.0
 # A 404 for a session: the SDK client's own message, or the SDK server's JSON-RPC error.
 _SESSION_GONE: Final = frozenset({"Session terminated", "Session not found"})
-_USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+# Up to the last `@` before the path, as URL parsers split it (a password may hold an `@`).
+_USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s]*@")
 # As the SDK's own HTTP client: 30 s to connect and write, 5 minutes to read a stream.
 _TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
 
@@ -102,6 +104,20 @@ async def _with_headers(
         finally:
             if keep is not None:
                 keep(None)
+
+
+def _userinfo_as_basic(url: str, headers: Mapping[str, str]) -> tuple[str, Mapping[str, str]]:
+    """A URL's ``user:password@`` as an HTTP Basic header (the upstream's own headers win).
+
+    The URL itself then carries no password: HTTP clients log the URLs they request.
+    """
+    parsed = httpx2.URL(url)
+    if not parsed.userinfo:
+        return url, headers
+    basic = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode()
+    merged = httpx2.Headers({"Authorization": f"Basic {basic}"})
+    merged.update(headers)
+    return str(parsed.copy_with(userinfo=b"")), dict(merged)
 
 
 def upstream_target(target: str | StdioServerParameters) -> str | StdioServerParameters:
@@ -224,7 +240,7 @@ class _Upstream:
                         attach(
                             session,
                             http,
-                            self._target,
+                            _userinfo_as_basic(self._target, {})[0],  # its password: a header
                             self.callbacks.logging_callback,
                             partial(self._lean_lost, session),
                         )
@@ -256,11 +272,12 @@ class _Upstream:
         # (mcp 2.0's `Client` does not take them directly).
         if not isinstance(self._target, str):
             return stdio_client(self._target)
+        url, headers = _userinfo_as_basic(self._target, self._headers or {})
         if self._credentials is not None:
             # One provider a connection: its token is fetched (again) as the upstream asks.
-            auth = self._credentials.provider(self._target)
-            return _with_headers(self._target, self._headers or {}, auth, self._keep_http)
-        return _with_headers(self._target, self._headers or {}, None, self._keep_http)
+            auth = self._credentials.provider(url)
+            return _with_headers(url, headers, auth, self._keep_http)
+        return _with_headers(url, headers, None, self._keep_http)
 
     def _keep_http(self, http: httpx2.AsyncClient | None) -> None:
         self._http = http

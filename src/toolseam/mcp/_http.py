@@ -314,12 +314,16 @@ class _Endpoint:
 
 
 def _opens_session(scope: Scope) -> bool:
-    """Whether a POST would open a 2025-era session: no session id, a handshake revision."""
+    """Whether a POST would open a 2025-era session: no session id, a handshake revision.
+
+    The revision is the *first* ``MCP-Protocol-Version`` header, as the SDK's session
+    manager reads it: a later one must not hide a request that opens a session.
+    """
     version: str | None = None
     for key, value in scope.get("headers", ()):
         if key == b"mcp-session-id":
             return False
-        if key == b"mcp-protocol-version":
+        if key == b"mcp-protocol-version" and version is None:
             version = value.decode("latin-1")
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
 

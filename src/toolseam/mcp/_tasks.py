@@ -19,8 +19,9 @@ declare the extension (on the request's ``_meta`` client capabilities):
   A tool's own failure is ``completed`` with ``result.isError``; a body that crashed (an
   exception that is no `ToolError`) or asked for a capability the client lacks is
   ``failed`` with a JSON-RPC ``error``.
-- Bounded: at most ``max_tasks`` unfinished tasks per server (beyond, the ``tools/call`` is
-  refused with a clear error and runs nothing); a finished task is kept ``task_ttl``
+- Bounded: at most ``max_tasks`` unfinished tasks per server, and `MAX_TASKS_PER_PRINCIPAL`
+  of one authenticated principal (beyond, the ``tools/call`` is refused with a clear error
+  and runs nothing); a finished task is kept ``task_ttl``
   seconds (the ``ttlMs`` it announced) and then forgotten (``tasks/get`` says so).
 - A task belongs to the caller that created it (the same keyed digest of the authenticated
   principal as a request state): anyone else is told it does not exist.
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXTENSION",
     "MAX_TASKS",
+    "MAX_TASKS_PER_PRINCIPAL",
     "TASK_TTL",
     "TaskSupport",
     "Tasks",
@@ -79,6 +81,11 @@ EXTENSION: Final = "io.modelcontextprotocol/tasks"
 
 MAX_TASKS: Final = 256
 """How many unfinished tasks one server holds at once (default)."""
+
+# A task runs on after its request answered, out of reach of the per-principal call cap
+# (`HttpLimits`): one principal gets at most as many tasks as that cap's default.
+MAX_TASKS_PER_PRINCIPAL: Final = 64
+"""How many unfinished tasks one authenticated principal holds on one server at once."""
 
 TASK_TTL: Final = 3600.0
 """Seconds a finished task stays readable with ``tasks/get`` (default)."""
@@ -246,6 +253,18 @@ class Tasks:
             )
         if self._durable is not None:
             return await self._start_durable(ctx, params)
+        who = self._rounds.key.principal()
+        held = sum(
+            1
+            for task in self._tasks.values()
+            if who is not None and task.call.result is None and task.call.principal == who
+        )
+        if held >= MAX_TASKS_PER_PRINCIPAL:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"this MCP server already runs {MAX_TASKS_PER_PRINCIPAL} tasks of this "
+                "principal, its share; the call was not run: retry once one has finished",
+            )
         if support == "after-input":
             # The retry that answers the call's first questions makes it a task.
             call: RoundCall | None = self._rounds.resume_task(ctx, params)
