@@ -28,6 +28,7 @@ from mcp_fixtures.support import GUARD, PATH_TARGET, ROOT, Record, first_error, 
 from test_mcp_tasks import World
 from toolseam import (
     AbortController,
+    AbortSignal,
     ElicitationRequest,
     Elicited,
     Next,
@@ -65,6 +66,20 @@ def _call(
     )
 
 
+def _watch_polls(server: Server[Any]) -> anyio.Event:
+    """Set at the first ``tasks/get``: the client holds the task's id (an abort from then
+    on cancels the task, not the ``tools/call`` that creates it)."""
+    polled = anyio.Event()
+
+    async def seen(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tasks/get":
+            polled.set()
+        return await call_next(ctx)
+
+    server.middleware.append(seen)
+    return polled
+
+
 @pytest.mark.anyio
 async def test_a_required_task_tool_is_followed_to_its_result() -> None:
     world = World()
@@ -94,6 +109,7 @@ async def test_a_required_task_tool_is_followed_to_its_result() -> None:
 async def test_an_abort_cancels_the_task_and_waits_for_its_final_status() -> None:
     world = World()
     server = create_server(world.registry, tasks={"work": "required"})
+    polled = _watch_polls(server)
     local = ToolRegistry()
     seen: list[str] = []
     world.registry.on_result(lambda exec, result: seen.append(f"upstream {_code(result)}"))
@@ -105,6 +121,7 @@ async def test_an_abort_cancels_the_task_and_waits_for_its_final_status() -> Non
             async with anyio.create_task_group() as tg:
                 tg.start_soon(local.execute, _call("work", controller))
                 await world.started.wait()
+                await polled.wait()  # the remote tool holds the task's id
                 controller.abort()
                 await world.told.wait()  # tasks/cancel reached the upstream body's signal
                 assert seen == []  # told, not yet returned: nothing is final anywhere
@@ -126,14 +143,7 @@ async def test_a_task_cancelled_before_its_upstream_body_ran_reads_as_aborted() 
 
     world.registry.on_pre_execute(hold)
     server = create_server(world.registry, tasks={"work": "required"})
-    polled = anyio.Event()
-
-    async def seen(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tasks/get":
-            polled.set()  # the client holds the task's id: the abort takes the task path
-        return await call_next(ctx)
-
-    server.middleware.append(seen)
+    polled = _watch_polls(server)
     local = ToolRegistry()
     with first_error(), anyio.fail_after(GUARD):
         async with Client(server, extensions=[TasksExtension()]) as client:
@@ -251,15 +261,18 @@ async def test_a_task_of_a_server_process_is_followed_and_cancelled(
     command, *args = server_command(PATH_TARGET, anyio_backend)
     upstream = StdioServerParameters(
         command=command,
-        args=[*args, "--task", "step=required"],
+        args=[*args, "--task", "step=required", "--task", "ask_once=required"],
         env={RECORD_ENV: str(record.path)},
         cwd=ROOT,
     )
     local = ToolRegistry()
+    callbacks = SessionCallbacks()
     with first_error(), anyio.fail_after(GUARD):
-        async with Client(upstream, extensions=[TasksExtension()]) as client:
+        async with Client(
+            upstream, extensions=[TasksExtension()], **callbacks.session_kwargs()
+        ) as client:
             assert client.protocol_version == "2026-07-28"
-            await register_mcp_tools(local, client.session)
+            await register_mcp_tools(local, client.session, callbacks=callbacks)
             done = await local.execute(
                 ToolExecutionInput(
                     call_id="c1",
@@ -270,30 +283,35 @@ async def test_a_task_of_a_server_process_is_followed_and_cancelled(
             )
             assert isinstance(done, ToolSuccess)
             assert done.value == "quick"
+            # Cancelled while the task asks: the remote tool holds the task's id then.
             controller = AbortController()
+            asking = anyio.Event()
+
+            async def elicit(
+                exec: ToolExecution, request: ElicitationRequest, signal: AbortSignal
+            ) -> Elicited[Any]:
+                asking.set()
+                await signal.wait()
+                signal.raise_if_aborted()
+                raise AssertionError("unreachable")
+
+            held = ToolExecutionInput(
+                call_id="c2",
+                name="ask_once",
+                arguments={"tag": "held"},
+                signal=controller.signal,
+                host=ToolHost(elicit=elicit),
+            )
             results: list[ToolResult] = []
             async with anyio.create_task_group() as tg:
 
                 async def call() -> None:
-                    results.append(
-                        await local.execute(
-                            ToolExecutionInput(
-                                call_id="c2",
-                                name="step",
-                                arguments={"tag": "held", "hold": True},
-                                signal=controller.signal,
-                            )
-                        )
-                    )
+                    results.append(await local.execute(held))
 
                 tg.start_soon(call)
-                await record.wait_for(event="body-started", tag="held")
+                await asking.wait()
                 controller.abort()
             # Final only once the upstream published its result: the body was awaited.
             assert record.events(event="result", tag="held")[0]["code"] == "ABORTED"
     assert [_code(r) for r in results] == ["ABORTED"]
-    assert [e["event"] for e in record.events(tag="held")] == [
-        "body-started",
-        "body-saw-abort",
-        "result",
-    ]
+    assert [e["event"] for e in record.events(tag="held")] == ["side_effect", "result"]
