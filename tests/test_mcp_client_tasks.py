@@ -315,3 +315,30 @@ async def test_a_task_of_a_server_process_is_followed_and_cancelled(
             assert record.events(event="result", tag="held")[0]["code"] == "ABORTED"
     assert [_code(r) for r in results] == ["ABORTED"]
     assert [e["event"] for e in record.events(tag="held")] == ["side_effect", "result"]
+
+
+@pytest.mark.anyio
+async def test_a_question_the_caller_cannot_answer_cancels_the_task_first() -> None:
+    upstream = ToolRegistry()
+    seen: list[str] = []
+
+    @define_tool(name="ask", description="Ask a name.")
+    async def ask(args: dict[str, Any], exec: ToolRunContext) -> str:
+        await exec.elicit("Who?", {"type": "object", "properties": {}}, key="who")
+        return "answered"
+
+    upstream.register(ask)
+    upstream.on_result(lambda exec, result: seen.append(f"upstream {_code(result)}"))
+    server = create_server(upstream, tasks={"ask": "required"})
+    local = ToolRegistry()
+    local.on_result(lambda exec, result: seen.append(f"local {_code(result)}"))
+    callbacks = SessionCallbacks()
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(
+            server, extensions=[TasksExtension()], **callbacks.session_kwargs()
+        ) as client:
+            await register_mcp_tools(local, client.session, callbacks=callbacks)
+            # No host: the local caller offers no elicitation.
+            await local.execute(_call("ask", AbortController()))
+    # The upstream task was cancelled and final before the local call failed.
+    assert seen == ["upstream ABORTED", "local CAPABILITY_UNAVAILABLE"]

@@ -124,7 +124,8 @@ async def follow_task(
         MCPError: The task ``failed`` (its JSON-RPC error), or a ``tasks/*`` request failed.
         RuntimeError: The task asked for input and there is no ``answer``, or it ended
             ``cancelled`` without a result the caller did not ask for.
-        BaseException: What ``answer`` raised, unless ``signal`` had aborted.
+        Exception: What ``answer`` raised, unless ``signal`` had aborted (the task is
+            cancelled first, and its final status awaited).
     """
     task_id = created.task_id
     detail: dict[str, Any] = created.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -133,10 +134,11 @@ async def follow_task(
     listener = None if signal is None else signal.add_listener(in_loop(aborted.set))
     cancel_sent = False
     answered: set[str] = set()
-    refusal: str | None = None
+    # Why the task is cancelled though the signal did not abort (raised once it is final).
+    failure: Exception | None = None
     try:
         while detail.get("status") not in _FINAL:
-            if (aborted.is_set() or refusal is not None) and not cancel_sent:
+            if (aborted.is_set() or failure is not None) and not cancel_sent:
                 await _request(session, "tasks/cancel", {"taskId": task_id})
                 cancel_sent = True
             elif detail.get("status") == "input_required" and not cancel_sent:
@@ -144,14 +146,19 @@ async def follow_task(
                 fresh = {key: q for key, q in asked.items() if key not in answered}
                 if fresh:
                     if answer is None:
-                        refusal = "the task asked for input, which this caller cannot answer"
+                        failure = RuntimeError(
+                            "the task asked for input, which this caller cannot answer"
+                        )
                         continue
                     try:
                         responses = {key: await answer(q) for key, q in fresh.items()}
-                    except Exception:
+                    except Exception as error:
+                        # Not answered (the abort reached the question first, or the
+                        # caller cannot answer it): the task is cancelled, then this is
+                        # raised once it is final.
                         if not aborted.is_set():
-                            raise
-                        continue  # the abort reached the question first: cancel the task
+                            failure = error
+                        continue
                     answered.update(fresh)
                     update = {"taskId": task_id, "inputResponses": _dump(responses)}
                     await _request(session, "tasks/update", update)
@@ -187,8 +194,8 @@ async def follow_task(
             message if isinstance(message, str) else "the task failed",
             error.get("data"),
         )
-    if refusal is not None:
-        raise RuntimeError(refusal)
+    if failure is not None:
+        raise failure
     if status == "cancelled" and aborted.is_set():
         return None
     result = detail.get("result")
