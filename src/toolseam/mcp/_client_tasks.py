@@ -185,14 +185,14 @@ async def follow_task(
             listener.remove()
     status = detail["status"]
     if status == "failed":
-        error = detail.get("error")
-        error = cast("dict[str, Any]", error) if isinstance(error, dict) else {}
-        code = error.get("code")
-        message = error.get("message")
+        found: object = detail.get("error")
+        data = cast("dict[str, Any]", found) if isinstance(found, dict) else {}
+        code = data.get("code")
+        message = data.get("message")
         raise MCPError(
             code if type(code) is int else -32603,
             message if isinstance(message, str) else "the task failed",
-            error.get("data"),
+            data.get("data"),
         )
     if failure is not None:
         raise failure
