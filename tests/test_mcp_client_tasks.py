@@ -342,3 +342,32 @@ async def test_a_question_the_caller_cannot_answer_cancels_the_task_first() -> N
             await local.execute(_call("ask", AbortController()))
     # The upstream task was cancelled and final before the local call failed.
     assert seen == ["upstream ABORTED", "local CAPABILITY_UNAVAILABLE"]
+
+
+@pytest.mark.anyio
+async def test_a_failed_task_is_a_remote_tool_error() -> None:
+    upstream = ToolRegistry()
+
+    @define_tool(name="crash", description="Crash.")
+    async def crash(args: dict[str, Any], exec: ToolRunContext) -> str:
+        raise RuntimeError("the disk is on fire")
+
+    upstream.register(crash)
+    server = create_server(upstream, tasks={"crash": "required"})
+    local = ToolRegistry()
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(server, extensions=[TasksExtension()]) as client:
+            await register_mcp_tools(local, client.session)
+            result = await local.execute(_call("crash", AbortController()))
+    assert isinstance(result, ToolFailure)
+    assert _code(result) == REMOTE_TOOL_ERROR
+    assert result.error.message.startswith('remote tool "crash" failed: MCP error -32603:')
+
+
+def test_the_poll_interval_is_the_servers_within_bounds() -> None:
+    from toolseam.mcp._client_tasks import DEFAULT_POLL, MIN_POLL, _interval
+
+    assert _interval({"pollIntervalMs": 2000}) == 2.0
+    assert _interval({"pollIntervalMs": 0}) == MIN_POLL  # never a busy loop
+    assert _interval({}) == DEFAULT_POLL
+    assert _interval({"pollIntervalMs": "soon"}) == DEFAULT_POLL
