@@ -371,3 +371,18 @@ def test_the_poll_interval_is_the_servers_within_bounds() -> None:
     assert _interval({"pollIntervalMs": 0}) == MIN_POLL  # never a busy loop
     assert _interval({}) == DEFAULT_POLL
     assert _interval({"pollIntervalMs": "soon"}) == DEFAULT_POLL
+
+
+@pytest.mark.anyio
+async def test_the_sdk_clients_own_call_tool_follows_a_task() -> None:
+    world = World()
+    world.release.set()
+    server = create_server(world.registry, tasks={"work": "required"})
+    with first_error(), anyio.fail_after(GUARD):
+        async with Client(server, extensions=[TasksExtension()]) as client:
+            result = await client.call_tool("work", {})
+    assert (result.is_error, result.content[0]) == (
+        False,
+        types.TextContent(type="text", text="worked"),
+    )
+    assert len(world.published) == 1

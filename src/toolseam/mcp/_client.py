@@ -178,6 +178,10 @@ class McpToolDefinition:
       requests become the call's ``exec.log``, ``exec.elicit`` and ``exec.sample``.
     - A 2026-07-28 server that asks for input (``InputRequiredResult``) is answered through
       ``exec.elicit``/``exec.sample`` and the call retried, as the SDK's ``Client`` does.
+    - A 2026-07-28 server that answers with a task (the tasks extension, declared by a
+      session made with `TasksExtension`) is followed to the task's final status: its
+      questions are answered the same way, and an abort sends ``tasks/cancel`` and waits
+      for the final status before raising the abort reason (see ``_client_tasks``).
 
     Args:
         session: An initialized ``mcp.ClientSession``; it must outlive every call.
