@@ -135,3 +135,44 @@ async def test_a_database_gone_mid_call_loses_nothing_once_it_is_back(
         {"call_id": "p1", "code": "OK", "text": "resumed", "dispatched": True}
     ]
     assert run_counts(runs) == {"p1": 1}
+
+
+async def test_mcp_durable_tasks_across_a_server_crash_on_postgres(
+    postgres: LocalPostgres, runs: Path
+) -> None:
+    """tests/test_mcp_tasks_durable_processes.py's crash, on Postgres: the same code."""
+    from mcp.client import Client
+
+    from test_mcp_tasks_durable_processes import (
+        TasksExtension,
+        create,
+        final,
+        kill,
+        request,
+        runs_of,
+        server,
+    )
+
+    url = postgres.url
+    async with server("first", url, runs) as (doomed, endpoint):
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            write = await create(client, "write")
+            read = await create(client, "read")
+            hold = await create(client, "hold")
+            await doomed.expect("started write", "started read", "started hold")
+            assert (await request(client, "tasks/get", {"taskId": write}))["status"] == "working"
+        await kill(doomed)
+
+    async with server("again", url, runs) as (survivor, endpoint):
+        await survivor.expect("started hold")  # recovered at launch, running again
+        async with Client(endpoint, cache=None, extensions=[TasksExtension()]) as client:
+            unknown = await final(client, write)
+            done = await final(client, read)
+            await request(client, "tasks/cancel", {"taskId": hold})
+            await survivor.expect("told hold")
+            cancelled = await final(client, hold)
+    assert unknown["result"]["_meta"]["toolseam/code"] == "OUTCOME_UNKNOWN"
+    assert done["result"]["content"] == [{"type": "text", "text": "read"}]
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["result"]["_meta"]["toolseam/code"] == "ABORTED"
+    assert sorted(runs_of(runs)) == ["hold", "hold", "read", "read", "write"]

@@ -678,6 +678,69 @@ async def test_a_call_flood_from_one_principal_leaves_another_working(keys: Keys
     assert bodies.held == 2
 
 
+class NameArgs(TypedDict):
+    name: str
+
+
+async def test_a_principal_cannot_take_every_suspended_slot(
+    keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2026-07-28: a call suspended at its question counts against its principal's share
+    of the server's suspended calls; beyond it, that principal's next question fails
+    ``CAPABILITY_UNAVAILABLE`` (its body is told, not parked), and another principal's
+    question is still asked."""
+    monkeypatch.setattr("toolseam.mcp._rounds.MAX_SUSPENDED_PER_PRINCIPAL", 1)
+    registry = ToolRegistry()
+    asked: list[str] = []
+
+    @define_tool(name="ask", description="Ask the user something.")
+    async def ask(args: NameArgs, exec: ToolRunContext) -> str:
+        asked.append(args["name"])
+        answer = await exec.elicit("Sure?", {"type": "object", "properties": {}})
+        return answer.action
+
+    registry.register(ask)
+
+    async def never(
+        context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:  # pragma: no cover - the test retries by hand
+        raise AssertionError("the test answers the rounds itself")
+
+    @asynccontextmanager
+    async def client_of(url: str, token: str) -> AsyncGenerator[Client]:
+        http_client = httpx2.AsyncClient(
+            headers={"authorization": f"Bearer {token}"}, timeout=GUARD
+        )
+        async with (
+            http_client,
+            Client(
+                streamable_http_client(url, http_client=http_client),
+                cache=None,
+                elicitation_callback=never,
+            ) as client,
+        ):
+            yield client
+
+    with anyio.fail_after(GUARD):
+        async with (
+            serving(registry, auth=jwt_auth(keys)) as url,
+            client_of(url, keys.token(sub="alice")) as alice,
+            client_of(url, keys.token(sub="bob")) as bob,
+        ):
+            first = await alice.session.call_tool("ask", {"name": "a1"}, allow_input_required=True)
+            second = await alice.session.call_tool("ask", {"name": "a2"}, allow_input_required=True)
+            other = await bob.session.call_tool("ask", {"name": "b1"}, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult)
+    assert isinstance(other, types.InputRequiredResult)
+    assert isinstance(second, types.CallToolResult)
+    assert second.is_error
+    assert _texts(second) == [
+        'Error: tool "ask": elicitation is not available: this MCP server already holds 1 '
+        "calls of this principal waiting for their client's answers"
+    ]
+    assert asked == ["a1", "a2", "b1"]
+
+
 # -- keys from a URL, TLS, the command line --------------------------------------------------
 
 

@@ -107,10 +107,16 @@ def _http_target(upstream: Upstream, record: Record) -> Iterator[str]:
 
 @asynccontextmanager
 async def gateway(
-    upstream: Upstream, backend: str, record: Record, mode: str, peer: Peer | None = None
+    upstream: Upstream,
+    backend: str,
+    record: Record,
+    mode: str,
+    peer: Peer | None = None,
+    *,
+    roots: bool = False,
 ) -> AsyncIterator[tuple[Client, Served]]:
     """The gateway in front of ``upstream``, and the SDK client connected to it in ``mode``."""
-    callbacks = {} if peer is None else peer.callbacks()
+    callbacks = {} if peer is None else peer.callbacks(roots=roots)
     registry = ToolRegistry()
     served = Served(registry)
     registry.on_result(served.observe)
@@ -194,6 +200,40 @@ async def test_an_upstream_question_reaches_the_gateways_client_on_either_revisi
     assert (result.is_error, _text(result)) == (False, "hello Ada")
     assert [params.message for params, _ in peer.asked] == ["Who are you?"]
     assert served.published == [("up_greet", None)]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", SDK_ASKING, ids=lambda u: u.kind)
+async def test_an_upstream_asking_for_roots_gets_the_gateways_client_roots(
+    upstream: Upstream, mode: str, record: Record, anyio_backend: str
+) -> None:
+    """``roots/list`` crosses both hops on every revision pair: the SDK's server asks
+    (``Resolve(ListRoots)``: at 2026-07-28 an ``InputRequiredResult``, at 2025-11-25 a request
+    during the call), the gateway's remote tool asks ``exec.roots()``, and the gateway's
+    server asks client A in A's revision; A's roots reach the upstream tool, asked once."""
+    peer = Peer()
+    with first_error(), anyio.fail_after(GUARD):
+        async with gateway(upstream, anyio_backend, record, mode, peer, roots=True) as (
+            client,
+            served,
+        ):
+            result = await client.call_tool("up_where", {})
+    assert (result.is_error, _text(result)) == (False, "work=file:///srv/work")
+    assert peer.order == ["roots"]
+    assert served.published == [("up_where", None)]
+
+
+async def test_an_upstream_asking_for_roots_of_a_client_without_them_fails_clearly(
+    record: Record, anyio_backend: str
+) -> None:
+    """Client A declared no roots: the gateway's call ends ``CAPABILITY_UNAVAILABLE`` (hop 1
+    at 2025-11-25), and the upstream is refused rather than given an empty list."""
+    upstream = SDK_STDIO[0]
+    with first_error(), anyio.fail_after(GUARD):
+        async with gateway(upstream, anyio_backend, record, "legacy", Peer()) as (client, served):
+            result = await client.call_tool("up_where", {})
+    assert result.is_error
+    assert served.published == [("up_where", "CAPABILITY_UNAVAILABLE")]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

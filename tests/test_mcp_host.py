@@ -86,12 +86,21 @@ class Peer:
         if not isinstance(message, Exception):
             self.notifications.append(type(message).__name__)
 
-    def callbacks(self, *, elicit: bool = True, sample: bool = True) -> dict[str, Any]:
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        self.order.append("roots")
+        root = types.Root.model_validate({"uri": "file:///srv/work", "name": "work"})
+        return types.ListRootsResult(roots=[root])
+
+    def callbacks(
+        self, *, elicit: bool = True, sample: bool = True, roots: bool = False
+    ) -> dict[str, Any]:
         chosen: dict[str, Any] = {"logging_callback": self.log, "message_handler": self.message}
         if elicit:
             chosen["elicitation_callback"] = self.elicit
         if sample:
             chosen["sampling_callback"] = self.sample
+        if roots:
+            chosen["list_roots_callback"] = self.roots
         return chosen
 
 

@@ -16,7 +16,8 @@ port it announces on stderr like ``toolseam.mcp`` does (``toolseam.mcp: serving 
 
 The SDK server's tool ``greet`` asks the client for a name through the SDK's own model
 (``Resolve(Elicit(...))``): at 2026-07-28 an ``InputRequiredResult`` the client answers and
-retries with, at 2025-11-25 an ``elicitation/create`` request during the call. Its tool
+retries with, at 2025-11-25 an ``elicitation/create`` request during the call; ``where``
+asks for the client's roots the same way (``Resolve(ListRoots)``). Its tool
 ``wait_for_abort`` appends to the record file (``RECORD_ENV``) what
 its body saw: ``body-started``, then ``body-cancelled`` when the SDK cancels the handler
 (a client's cancellation: ``notifications/cancelled`` or a closed request stream).
@@ -32,8 +33,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+from mcp import types
 from mcp.server.lowlevel.server import Server
-from mcp.server.mcpserver import Elicit, MCPServer, Resolve
+from mcp.server.mcpserver import Elicit, ListRoots, MCPServer, Resolve
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -59,12 +61,20 @@ def ask_name() -> Elicit[Name]:
     return Elicit("Who are you?", Name)
 
 
+def ask_roots() -> ListRoots:
+    return ListRoots()
+
+
 def sdk_server() -> MCPServer:
     server = MCPServer("sdk-upstream", log_level="WARNING")
 
     @server.tool(name="greet", description="Ask the client for a name, then greet it.")
     def greet(name: Annotated[Name, Resolve(ask_name)]) -> str:
         return f"hello {name.name}"
+
+    @server.tool(name="where", description="Ask the client for its roots, then list them.")
+    def where(roots: Annotated[types.ListRootsResult, Resolve(ask_roots)]) -> str:
+        return " ".join(f"{root.name}={root.uri}" for root in roots.roots)
 
     @server.tool(name="wait_for_abort", description="Run until the call is cancelled.")
     async def wait_for_abort(tag: str) -> str:

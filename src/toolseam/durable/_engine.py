@@ -19,7 +19,10 @@ module:
 * the dispatch markers of a batch's calls in one commit (`record_markers`), with DBOS's
   ownership check: the rows and the check DBOS writes for one step, in one transaction;
 * the status of one workflow (`workflow_status`), from a process that may only hold a
-  `DBOSClient`; and whether the system database is SQLite (`single_writer`);
+  `DBOSClient`; whether the system database is SQLite (`single_writer`); and whether DBOS
+  is launched in this process (`launched`: ``toolseam.mcp``'s durable tasks must register
+  their workflow before, for DBOS's recovery at launch to find it), and its executor id
+  (`executor_id`);
 * recording an outcome after a cancellation. ``DBOS.cancel_workflow`` takes ownership of the
   workflow away from the execution that runs it, so DBOS refuses every later write of that
   execution, the outcomes of the calls it had in flight included (and says so with
@@ -50,6 +53,8 @@ __all__ = [
     "cancelled_workflows",
     "check_serializable",
     "deadline_of",
+    "executor_id",
+    "launched",
     "marker_recorded",
     "record_after_cancel",
     "record_markers",
@@ -132,6 +137,21 @@ def single_writer() -> bool:
     concurrent commits only lose time there.
     """
     return bool(_get_dbos_instance()._sys_db._is_sqlite)
+
+
+def executor_id() -> str:
+    """The DBOS executor id of this process (``"local"`` unless configured)."""
+    from dbos._utils import GlobalParams
+
+    return str(GlobalParams.executor_id)
+
+
+def launched() -> bool:
+    """Whether a DBOS instance of this process has been launched (and not destroyed)."""
+    from dbos import _dbos
+
+    instance: object = getattr(_dbos, "_dbos_global_instance", None)
+    return bool(getattr(instance, "_launched", False))
 
 
 def workflow_status(workflow_id: str, client: DBOSClient | None = None) -> str | None:

@@ -49,6 +49,7 @@ from ._relay import SessionCallbacks as SessionCallbacks
 from ._relay import SessionKwargs as SessionKwargs
 from ._server import create_server as create_server
 from ._server import serve_stdio as serve_stdio
+from ._tasks import TaskSupport as TaskSupport
 from ._wire import CODE_META_KEY as CODE_META_KEY
 from ._wire import call_tool_result as call_tool_result
 
@@ -65,6 +66,7 @@ __all__ = (
     "SessionCallbacks",
     "SessionKwargs",
     "StaticTokens",
+    "TaskSupport",
     "TasksExtension",
     "call_tool_result",
     "create_server",

@@ -183,6 +183,14 @@ def _parser() -> argparse.ArgumentParser:
             "clients that declare it; =required refuses the others, =after-input (required) "
             "asks its first questions before it becomes a task (repeatable)",
         )
+        if command is serve:
+            command.add_argument(
+                "--durable",
+                action="store_true",
+                help="run each task (--task) as a DBOS workflow that outlives a crash of the "
+                "server (recovered when it starts again); the system database's URL is read "
+                "from DBOS_SYSTEM_DATABASE_URL (needs --http and toolseam[dbos])",
+            )
         command.add_argument(
             "--backend",
             choices=("asyncio", "trio"),
@@ -358,6 +366,39 @@ class _Announce:
         print(f"toolseam.mcp: serving {value}", file=sys.stderr, flush=True)
 
 
+async def _serve_durable(
+    registry: Any, http: tuple[str, int], name: str, settings: dict[str, Any], database: str
+) -> None:
+    """``serve --http --durable``: tasks as DBOS workflows, DBOS launched once serving."""
+    import anyio
+    from dbos import DBOS
+
+    from ..durable import DurableTools
+    from . import serve_http
+
+    DBOS(config={"name": name, "system_database_url": database, "log_level": "WARNING"})
+    try:
+        durable = DurableTools(registry)
+        host, port = http
+        async with anyio.create_task_group() as tg:
+            url = await tg.start(
+                functools.partial(
+                    serve_http,
+                    registry,
+                    host=host,
+                    port=port,
+                    name=name,
+                    durable=durable,
+                    **settings,
+                )
+            )
+            # After the server is made: the tasks DBOS recovers at launch find it.
+            DBOS.launch()
+            _Announce().started(url)
+    finally:
+        DBOS.destroy()
+
+
 async def _serve(
     registry: Any, http: tuple[str, int] | None, name: str, settings: dict[str, Any]
 ) -> None:
@@ -418,7 +459,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         return fail(str(error))
     try:
-        if command == "serve":
+        if command == "serve" and args.durable:
+            database = os.environ.get("DBOS_SYSTEM_DATABASE_URL", "")
+            if args.http is None or not args.task or not database:
+                return fail(
+                    "--durable needs --http, --task and the system database's URL in "
+                    "DBOS_SYSTEM_DATABASE_URL"
+                )
+            registry = load_registry(args.target)
+            run = functools.partial(
+                _serve_durable, registry, args.http, args.name, settings, database
+            )
+        elif command == "serve":
             registry = load_registry(args.target)
             run = functools.partial(_serve, registry, args.http, args.name, settings)
         else:

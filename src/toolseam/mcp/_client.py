@@ -38,7 +38,8 @@ from ._client_tasks import (
     legacy_task_refusal,
     missing_extension_hint,
 )
-from ._relay import SessionCallbacks, elicit_for, sample_for
+from ._lean import lean_for
+from ._relay import SessionCallbacks, elicit_for, roots_for, sample_for
 from ._wire import (
     CODE_META_KEY,
     CONTEXTS_META_KEY,
@@ -392,14 +393,19 @@ class McpToolDefinition:
         if refusal is not None:
             raise RemoteToolError(name, refusal)
         request_meta = cast("types.RequestParamsMeta | None", meta)
-        outcome = await session.call_tool(
-            name,
-            args.arguments,
-            progress_callback=progress,
-            meta=request_meta,
-            allow_input_required=True,
-            allow_claimed=True,
-        )
+        lean = lean_for(session)
+        outcome: types.CallToolResult | types.InputRequiredResult | types.Result
+        if lean is not None:  # a gateway's 2026-07-28 HTTP upstream (see `_lean`)
+            outcome = await lean.call_tool(name, args.arguments, progress, meta)
+        else:
+            outcome = await session.call_tool(
+                name,
+                args.arguments,
+                progress_callback=progress,
+                meta=request_meta,
+                allow_input_required=True,
+                allow_claimed=True,
+            )
         rounds = 0
         poll = _FIRST_POLL
         while isinstance(outcome, types.InputRequiredResult):
@@ -442,9 +448,7 @@ class McpToolDefinition:
             return await elicit_for(exec, request.params)
         if isinstance(request, types.CreateMessageRequest):
             return await sample_for(exec, request.params)
-        raise RemoteToolError(
-            self._remote_name, "the server asked for the client's roots, which toolseam has none of"
-        )
+        return await roots_for(exec)
 
     def serialize_output(self, output: types.CallToolResult, /) -> JsonValue:
         """The value: ``structuredContent``, else a toolseam server's ``_meta`` value, else text.

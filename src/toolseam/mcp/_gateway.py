@@ -42,8 +42,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Any, ClassVar, Final, cast, final
 
 import anyio
@@ -60,6 +61,7 @@ from .._registry import ToolRegistry
 from ._auth import ClientCredentials
 from ._client import McpToolDefinition, list_tools
 from ._client_tasks import TasksExtension
+from ._lean import attach, detach
 from ._relay import SessionCallbacks
 
 __all__ = ["check_name", "mount_upstreams", "redact_userinfo", "upstream_target"]
@@ -80,14 +82,27 @@ def redact_userinfo(text: str) -> str:
 
 @asynccontextmanager
 async def _with_headers(
-    url: str, headers: Mapping[str, str], auth: httpx2.Auth | None = None
+    url: str,
+    headers: Mapping[str, str],
+    auth: httpx2.Auth | None = None,
+    keep: Callable[[httpx2.AsyncClient | None], None] | None = None,
 ) -> AsyncGenerator[Any]:
-    """The SDK's streamable HTTP transport, sending ``headers`` (and ``auth``'s) each request."""
+    """The SDK's streamable HTTP transport, sending ``headers`` (and ``auth``'s) each request.
+
+    ``keep`` is given the ``httpx2`` client while the transport is open (then ``None``):
+    the gateway's lean calls (``_lean``) go through it too.
+    """
     async with (
         httpx2.AsyncClient(headers=dict(headers), auth=auth, timeout=_TIMEOUT) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
-        yield streams
+        if keep is not None:
+            keep(http)
+        try:
+            yield streams
+        finally:
+            if keep is not None:
+                keep(None)
 
 
 def upstream_target(target: str | StdioServerParameters) -> str | StdioServerParameters:
@@ -137,6 +152,7 @@ class _Upstream:
         "_credentials",
         "_delay",
         "_headers",
+        "_http",
         "_lost",
         "_next_attempt",
         "_reason",
@@ -164,6 +180,7 @@ class _Upstream:
         shown = target if isinstance(target, str) else shlex.join([target.command, *target.args])
         self._shown = redact_userinfo(shown)
         self._session: ClientSession | None = None
+        self._http: httpx2.AsyncClient | None = None
         self._closing = anyio.Event()  # made in the event loop: `mount_upstreams` builds these
         self._reason = "not connected"
         self._delay = 0.0
@@ -204,7 +221,21 @@ class _Upstream:
                         tools = await list_tools(session)
                         task_status.started(tools)
                     self._connected(session)
-                    await lost.wait()
+                    http = self._http
+                    if http is not None and isinstance(self._target, str):
+                        # 2026-07-28 over HTTP: the remote tools' calls skip the SDK's
+                        # dispatcher (`_lean`); anything else goes through the session.
+                        attach(
+                            session,
+                            http,
+                            self._target,
+                            self.callbacks.logging_callback,
+                            partial(self._lean_lost, session),
+                        )
+                    try:
+                        await lost.wait()
+                    finally:
+                        detach(session)
             except Exception as error:
                 if tools is None:
                     raise ConnectionError(
@@ -224,17 +255,26 @@ class _Upstream:
             await self._wanted.wait()
 
     def _transport(self) -> str | AbstractAsyncContextManager[Any]:
-        # A URL as is (or with the upstream's headers); stdio parameters as the SDK's
-        # transport (mcp 2.0's `Client` does not take them directly).
+        # A URL through an httpx2 client of the gateway's own (the upstream's headers and
+        # credentials; the lean calls share it); stdio parameters as the SDK's transport
+        # (mcp 2.0's `Client` does not take them directly).
         if not isinstance(self._target, str):
             return stdio_client(self._target)
         if self._credentials is not None:
             # One provider a connection: its token is fetched (again) as the upstream asks.
             auth = self._credentials.provider(self._target)
-            return _with_headers(self._target, self._headers or {}, auth)
-        if self._headers:
-            return _with_headers(self._target, self._headers)
-        return self._target
+            return _with_headers(self._target, self._headers or {}, auth, self._keep_http)
+        return _with_headers(self._target, self._headers or {}, None, self._keep_http)
+
+    def _keep_http(self, http: httpx2.AsyncClient | None) -> None:
+        self._http = http
+
+    def _lean_lost(self, session: ClientSession, error: BaseException) -> None:
+        # What the SDK's transport does when a POST fails: the connection is lost.
+        if self._session is session:
+            self._down(redact_userinfo(f"connection lost: {_describe(error)}"), backoff=True)
+            if self._lost is not None:
+                self._lost.set()
 
     def _connected(self, session: ClientSession) -> None:
         self._session = session

@@ -18,8 +18,10 @@ Each capability of a body maps onto the request's MCP connection (contract §13)
   ``CAPABILITY_UNAVAILABLE`` and the reason.
 
 The registry calls ``on_progress``/``on_log`` synchronously in the event loop's thread, so
-they only queue: one task writes the queue in order (`RequestHost.send_notifications`, run
-by the handler's watcher task, which returns once `flush` has sent the last one). A request
+they only queue: one task writes the queue in order. On a handshake-era connection that is
+the handler's watcher task (`RequestHost.send_notifications`, which returns once `flush` has
+sent the last one); a 2026-07-28 call's request sends them itself while it waits for the
+call (`RequestHost.send_queued`, woken by the call, see ``_rounds``). A request
 is withdrawn (the SDK writes ``notifications/cancelled`` for it) by cancelling the scope its
 ``send_request`` runs in, when the call's signal aborts.
 
@@ -128,12 +130,14 @@ class _Outbox:
         "_dropped",
         "_idle",
         "_items",
+        "_on_put",
         "_pausing",
         "_running",
         "_wake",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, on_put: Callable[[], None] | None = None) -> None:
+        self._on_put = on_put
         self._items: deque[_Note] = deque()
         self._wake: anyio.Event | None = None
         self._idle: anyio.Event | None = None
@@ -155,6 +159,8 @@ class _Outbox:
         else:
             items.append(note)
         self._wake_sender()
+        if self._on_put is not None:
+            self._on_put()
 
     def _wake_sender(self) -> None:
         wake, self._wake = self._wake, None
@@ -201,6 +207,26 @@ class _Outbox:
             idle, self._idle = self._idle, None
             if idle is not None:
                 idle.set()
+
+    async def drain(
+        self,
+        send: Callable[[_Note], Awaitable[None]],
+        dropped: Callable[[int], Awaitable[None]],
+    ) -> None:
+        """Send whatever is queued, in order, in the calling task; return once none is left.
+
+        For a caller that sends the queue itself (no `run` task), between its other waits.
+        """
+        items = self._items
+        while items or self._dropped:
+            try:
+                if items:
+                    await send(items.popleft())
+                else:
+                    count, self._dropped = self._dropped, 0
+                    await dropped(count)
+            except Exception as error:
+                logger.debug("MCP notification not sent: %r", error)
 
     async def flush(self) -> None:
         """Return once everything queued so far is sent (at once if nothing sends it)."""
@@ -260,7 +286,8 @@ class RequestHost:
 
     def __init__(self, ctx: ServerRequestContext[Any], rounds: RoundCall | None = None) -> None:
         self._rounds = rounds
-        self._outbox = _Outbox()
+        # A 2026 call's request sends the notifications itself, woken by the call.
+        self._outbox = _Outbox(None if rounds is None else rounds.wake)
         self._last_progress: float | None = None
         self._asking: set[_Asking] = set()
         self._settled = False
@@ -305,6 +332,18 @@ class RequestHost:
         The handler runs it in the task that also watches for the SDK's cancellation.
         """
         await self._outbox.run(self._send, self._report_dropped)
+
+    async def send_queued(self) -> None:
+        """Send what is queued, in the calling task (a 2026 call's request, see `_rounds`)."""
+        await self._outbox.drain(self._send, self._report_dropped)
+
+    def drop_later(self) -> None:
+        """Drop whatever the call reports from now on (its request has ended)."""
+        self._outbox.close()
+
+    def keep_later(self) -> None:
+        """Keep what the call reports from now on for the request that resumes it."""
+        self._outbox.pause()
 
     async def settle(self) -> None:
         """Withdraw every request of the call still pending, and await each (run shielded)."""

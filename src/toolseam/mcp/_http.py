@@ -33,7 +33,7 @@ import signal
 import socket
 import threading
 from collections.abc import Generator, Mapping, Sequence
-from typing import Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -67,6 +67,9 @@ from ._auth import HttpAuth, HttpLimits
 from ._rounds import INPUT_DEADLINE
 from ._server import DISCONNECTED_SCOPE_KEY, ClientGone, RunningCalls, serve_registry
 from ._tasks import MAX_TASKS, TASK_TTL, TaskSupport
+
+if TYPE_CHECKING:
+    from ..durable import DurableTools
 
 __all__ = ["MCP_PATH", "serve_http"]
 
@@ -400,6 +403,7 @@ async def serve_http(
     tasks: Mapping[str, TaskSupport] | None = None,
     max_tasks: int = MAX_TASKS,
     task_ttl: float = TASK_TTL,
+    durable: DurableTools | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a registry over MCP's streamable HTTP transport at ``http://HOST:PORT/mcp``.
@@ -450,6 +454,9 @@ async def serve_http(
         tasks: The tools whose calls run as tasks (see `create_server`).
         max_tasks: How many unfinished tasks at once (see `create_server`).
         task_ttl: Seconds a finished task stays readable (see `create_server`).
+        durable: Tasks as DBOS workflows that outlive the server (see `create_server`):
+            call ``DBOS.launch()`` once the server has started (``task_status``), so that
+            the tasks it recovers find their server.
         task_status: With ``await task_group.start(serve_http, ...)``, receives the
             endpoint's URL once the server accepts connections.
 
@@ -485,6 +492,7 @@ async def serve_http(
         tasks=tasks,
         max_tasks=max_tasks,
         task_ttl=task_ttl,
+        durable=durable,
     )
     server.middleware.append(_calls_cap(limits.max_calls_per_principal))
     manager = StreamableHTTPSessionManager(

@@ -1,10 +1,11 @@
-"""An MCP server's logs, elicitation and sampling, relayed to the toolseam call they belong to.
+"""An MCP server's logs, elicitation, sampling and roots requests, relayed to their toolseam call.
 
-A ``ClientSession`` takes one logging, one elicitation and one sampling callback for the
-whole connection (given at construction: they decide which capabilities the client
+A ``ClientSession`` takes one logging, one elicitation, one sampling and one roots callback
+for the whole connection (given at construction: they decide which capabilities the client
 declares in ``initialize``). `SessionCallbacks` is that bundle: each callback finds the
 call in flight the message belongs to, and hands it to that call's ``exec.log``,
-``exec.elicit`` or ``exec.sample``, that is, to whoever called the tool (contract §13).
+``exec.elicit``, ``exec.sample`` or ``exec.roots``, that is, to whoever called the tool
+(contract §13).
 
 Which call a message belongs to, in this order (never a guess beyond the third):
 
@@ -17,7 +18,7 @@ Which call a message belongs to, in this order (never a guess beyond the third):
 3. the only call in flight through these callbacks, if there is exactly one.
 
 A log message that belongs to no call goes to the Python logger ``toolseam.mcp``; an
-elicitation or sampling request that belongs to none is answered with an MCP error.
+elicitation, sampling or roots request that belongs to none is answered with an MCP error.
 
 When the server withdraws a request (``notifications/cancelled``), the SDK cancels the
 callback's task: that cancellation reaches the pending ``exec.elicit``/``exec.sample`` and
@@ -38,6 +39,7 @@ from mcp.client.session import (
     ClientRequestContext,
     ClientSession,
     ElicitationFnT,
+    ListRootsFnT,
     LoggingFnT,
     SamplingFnT,
 )
@@ -55,6 +57,7 @@ __all__ = [
     "SessionKwargs",
     "elicit_for",
     "logger",
+    "roots_for",
     "sample_for",
 ]
 
@@ -109,11 +112,13 @@ class SessionKwargs(TypedDict):
     """Relays the server's elicitation requests."""
     sampling_callback: SamplingFnT
     """Relays the server's sampling requests."""
+    list_roots_callback: ListRootsFnT
+    """Relays the server's ``roots/list`` requests."""
 
 
 @final
 class SessionCallbacks:
-    """Relay an MCP server's logs, elicitation and sampling to the calls of its tools.
+    """Relay an MCP server's logs, elicitation, sampling and roots to the calls of its tools.
 
     Give its callbacks to the session when you create it (they decide which capabilities
     the client declares), then pass it to `register_mcp_tools`::
@@ -124,11 +129,11 @@ class SessionCallbacks:
             await register_mcp_tools(registry, session, callbacks=callbacks)
 
     Then, while a remote tool's call runs, the server's log messages become that call's
-    ``exec.log``, and its elicitation and sampling requests become that call's
-    ``exec.elicit`` and ``exec.sample``: they reach whatever the caller of the tool offers
-    (its `ToolHost`), or fail as that would. Progress needs no callbacks: every remote
-    call asks for it, and it becomes the call's ``exec.progress``. See the module
-    docstring of ``toolseam.mcp._relay`` for how a message is matched to its call.
+    ``exec.log``, and its elicitation, sampling and ``roots/list`` requests become that
+    call's ``exec.elicit``, ``exec.sample`` and ``exec.roots``: they reach whatever the
+    caller of the tool offers (its `ToolHost`), or fail as that would. Progress needs no
+    callbacks: every remote call asks for it, and it becomes the call's ``exec.progress``.
+    See the module docstring of ``toolseam.mcp._relay`` for how a message is matched to its call.
 
     Use one per connection (a reconnection to the same server may reuse it).
 
@@ -156,6 +161,7 @@ class SessionCallbacks:
             logging_callback=self.logging_callback,
             elicitation_callback=self.elicitation_callback,
             sampling_callback=self.sampling_callback,
+            list_roots_callback=self.list_roots_callback,
         )
 
     async def logging_callback(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -198,6 +204,23 @@ class SessionCallbacks:
             return _unattributed("sampling")
         try:
             return await sample_for(call.exec, params)
+        except Exception as error:
+            if call.exec.signal.aborted:
+                await call.stopped()
+                return types.ErrorData(
+                    code=types.INVALID_REQUEST, message="the toolseam call was aborted"
+                )
+            return _refusal(error)
+
+    async def list_roots_callback(
+        self, context: ClientRequestContext
+    ) -> types.ListRootsResult | types.ErrorData:
+        """``list_roots_callback``: the request becomes its call's ``exec.roots``."""
+        call = self._find(context.meta)
+        if call is None:
+            return _unattributed("roots")
+        try:
+            return await roots_for(call.exec)
         except Exception as error:
             if call.exec.signal.aborted:
                 await call.stopped()
@@ -282,6 +305,21 @@ async def elicit_for(exec: ToolRunContext, params: types.ElicitRequestParams) ->
     answer = await exec.elicit(params.message, schema)
     content = None if answer.content is None else plain_json(answer.content)
     return types.ElicitResult(action=answer.action, content=content)
+
+
+async def roots_for(exec: ToolRunContext) -> types.ListRootsResult:
+    """An MCP ``roots/list`` request, asked through ``exec.roots``.
+
+    Raises:
+        ValueError: A root MCP cannot carry (its ``uri`` is not a ``file://`` URI).
+        Exception: Whatever ``exec.roots`` raises (its abort reason, ``ToolError``).
+    """
+    roots = await exec.roots()
+    try:
+        listed = [types.Root.model_validate({"uri": root.uri, "name": root.name}) for root in roots]
+        return types.ListRootsResult(roots=listed)
+    except ValidationError:
+        raise ValueError("a root's uri is not a file:// URI, as MCP's roots are") from None
 
 
 async def sample_for(

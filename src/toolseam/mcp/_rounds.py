@@ -25,9 +25,11 @@ question. toolseam does not:
   stream) or the client going away aborts the call, as on the handshake revisions.
 - The server's lifespan ending (the connection, or shutdown) aborts every parked call and
   awaits it.
-- At most `MAX_SUSPENDED` calls of one server wait for a retry at once; beyond, a body's
-  question fails ``CAPABILITY_UNAVAILABLE`` saying so (it is never parked), so clients that
-  never retry cannot pile up suspended bodies without bound.
+- At most `MAX_SUSPENDED` calls of one server wait for a retry at once, and at most
+  `MAX_SUSPENDED_PER_PRINCIPAL` of one authenticated principal; beyond, a body's question
+  fails ``CAPABILITY_UNAVAILABLE`` saying so (it is never parked), so clients that never
+  retry cannot pile up suspended bodies without bound, nor one principal take the room
+  every other principal's questions need.
 
 Questions asked together (a body's task group) go out in one round: once a question is
 asked, the request gives the body's other tasks a few scheduling passes to ask theirs.
@@ -38,7 +40,7 @@ from __future__ import annotations
 import hmac
 import itertools
 import secrets
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
 
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INPUT_DEADLINE",
     "MAX_SUSPENDED",
+    "MAX_SUSPENDED_PER_PRINCIPAL",
     "Kind",
     "MakeInput",
     "RoundCall",
@@ -81,6 +84,9 @@ The SDK's own request states live as long (``RequestStateSecurity(ttl=600)``).
 """
 
 MAX_SUSPENDED: Final = 1024
+# A suspended call keeps its body alive as a running call does: one authenticated principal
+# gets at most this many (the default per-principal call cap, `HttpLimits`).
+MAX_SUSPENDED_PER_PRINCIPAL: Final = 64
 """How many calls of one server may wait for their client's retry at once."""
 
 Kind: TypeAlias = Literal["elicitation", "sampling", "roots"]
@@ -217,6 +223,10 @@ class RoundCall:
         if changed is not None:
             changed.set()
 
+    def wake(self) -> None:
+        """Wake the request waiting in `outcome` (a notification was queued)."""
+        self._wake()
+
     async def ask(
         self, key: str | None, kind: Kind, request: types.InputRequest, signal: AbortSignal
     ) -> BaseModel | None:
@@ -291,10 +301,18 @@ class RoundCall:
     def _pending(self) -> list[_Question]:
         return [question for question in self.questions.values() if not question.done.is_set()]
 
-    async def outcome(self) -> ToolResult | list[_Question]:
-        """Wait for the call's result, or for questions to ask (never once it is aborted)."""
+    async def outcome(
+        self, send: Callable[[], Awaitable[None]] | None = None
+    ) -> ToolResult | list[_Question]:
+        """Wait for the call's result, or for questions to ask (never once it is aborted).
+
+        ``send`` (the request's `RequestHost.send_queued`) sends the notifications queued
+        meanwhile: the waiting request is the task that writes them.
+        """
         batched = False
         while True:
+            if send is not None:
+                await send()
             if self.result is not None:
                 return self.result
             pending = self._pending()
@@ -318,7 +336,16 @@ class RoundCall:
 class Rounds:
     """The calls of 2026-07-28 clients of one server, and the key that signs their states."""
 
-    __slots__ = ("_abort", "_calls", "_deadline", "_parked", "_registry", "_running", "key")
+    __slots__ = (
+        "_abort",
+        "_calls",
+        "_deadline",
+        "_parked",
+        "_parked_by",
+        "_registry",
+        "_running",
+        "key",
+    )
 
     def __init__(
         self,
@@ -333,12 +360,36 @@ class Rounds:
         self._abort = abort
         self._calls: dict[str, RoundCall] = {}
         self._parked = 0
+        # The parked calls of each authenticated principal (its keyed digest).
+        self._parked_by: dict[str, int] = {}
         self.key = StateKey()
 
     def _unpark(self, call: RoundCall) -> None:
         if call.parked:
             call.parked = False
             self._parked -= 1
+            who = call.principal
+            if who is not None:
+                left = self._parked_by[who] - 1
+                if left:
+                    self._parked_by[who] = left
+                else:
+                    del self._parked_by[who]
+
+    def _no_room(self, call: RoundCall) -> str | None:
+        """Why ``call`` may not park now, or None."""
+        if self._parked >= MAX_SUSPENDED:
+            return (
+                f"this MCP server already holds {MAX_SUSPENDED} calls waiting for their "
+                "client's answers"
+            )
+        who = call.principal
+        if who is not None and self._parked_by.get(who, 0) >= MAX_SUSPENDED_PER_PRINCIPAL:
+            return (
+                f"this MCP server already holds {MAX_SUSPENDED_PER_PRINCIPAL} calls of this "
+                "principal waiting for their client's answers"
+            )
+        return None
 
     @asynccontextmanager
     async def lifespan(self, server: object) -> AsyncGenerator[dict[str, Any]]:
@@ -550,38 +601,34 @@ class Rounds:
             if call.serving is token:
                 self._abort(controller, _DISCONNECTED)
 
-        async def abort_when_cancelled() -> None:
-            try:
-                await host.send_notifications()
-            except anyio.get_cancelled_exc_class():
-                if call.serving is token:
-                    self._abort(controller, _CANCELLED)
-                raise
-
         if gone is not None:
             gone.on_gone(client_gone)
         outcome: ToolResult | list[_Question] | None = None
+        # No task of its own: the body runs in the lifespan's task group, so this request
+        # waits for it unshielded, sending the call's notifications meanwhile. The SDK's
+        # cancellation of the request lands in that wait; it aborts the call, whose result
+        # is then awaited shielded (the body is told through its signal, never abandoned).
         try:
-            async with anyio.create_task_group() as watcher:
-                host.starting()
-                watcher.start_soon(abort_when_cancelled)
-                # Not a race: the shield keeps the SDK's cancellation away from the wait; it
-                # reaches the body through its signal (the watcher), and the wait then ends
-                # with the call's result.
+            try:
+                outcome = await call.outcome(host.send_queued)
+                while not isinstance(outcome, ToolResult):
+                    full = self._no_room(call)
+                    if full is None:
+                        break
+                    call.refuse(outcome, full)
+                    outcome = await call.outcome(host.send_queued)
+                await host.send_queued()
+            except anyio.get_cancelled_exc_class():
+                if call.serving is token:
+                    self._abort(controller, _CANCELLED)
                 with anyio.CancelScope(shield=True):
                     outcome = await call.outcome()
-                    while not isinstance(outcome, ToolResult) and self._parked >= MAX_SUSPENDED:
-                        call.refuse(
-                            outcome,
-                            f"this MCP server already holds {MAX_SUSPENDED} calls waiting for "
-                            "their client's answers",
-                        )
-                        outcome = await call.outcome()
-                if isinstance(outcome, ToolResult):
-                    await host.flush()
-                else:
-                    await host.pause()
-            await anyio.lowlevel.checkpoint_if_cancelled()
+                host.drop_later()
+                raise
+            if isinstance(outcome, ToolResult):
+                host.drop_later()
+            else:
+                host.keep_later()
         finally:
             call.serving = None
             if call.result is not None:
@@ -601,6 +648,9 @@ class Rounds:
         )
         call.parked = True
         self._parked += 1
+        who = call.principal
+        if who is not None:
+            self._parked_by[who] = self._parked_by.get(who, 0) + 1
         call.timer = timer = anyio.CancelScope()
         call.group.tg.start_soon(self._expire, call, call.round, timer)
         return types.InputRequiredResult(

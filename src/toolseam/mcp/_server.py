@@ -31,7 +31,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
 import anyio
 import anyio.lowlevel
@@ -57,6 +57,10 @@ from ._overtaken import EarlyCancels, request_key
 from ._rounds import INPUT_DEADLINE, RoundCall, Rounds, check_deadline
 from ._tasks import MAX_TASKS, TASK_TTL, Tasks, TaskSupport, check_tasks
 from ._wire import call_tool_result, plain_json
+
+if TYPE_CHECKING:
+    from ..durable import DurableTools
+    from ._durable import DurableTasks
 
 __all__ = [
     "DISCONNECTED_SCOPE_KEY",
@@ -440,11 +444,22 @@ def serve_registry(
     tasks: Mapping[str, TaskSupport] | None = None,
     max_tasks: int = MAX_TASKS,
     task_ttl: float = TASK_TTL,
+    durable: DurableTools | None = None,
 ) -> Server[Any]:
     """`create_server`, with the caller's `RunningCalls` (to stop every call at shutdown)."""
     rounds = Rounds(registry, calls, check_deadline(input_deadline), _abort)
     check_tasks(tasks or {}, max_tasks, task_ttl)
-    background = Tasks(rounds, tasks or {}, max_tasks, float(task_ttl))
+    backing = None
+    if durable is not None:
+        backing = _durable_tasks(registry, durable, name, tasks or {}, calls)
+    background = Tasks(
+        rounds,
+        tasks or {},
+        max_tasks,
+        float(task_ttl),
+        backing,
+        _principal if backing is not None else None,
+    )
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -532,6 +547,33 @@ def serve_registry(
     return server
 
 
+def _durable_tasks(
+    registry: ToolRegistry,
+    durable: object,
+    name: str,
+    tasks: Mapping[str, TaskSupport],
+    calls: RunningCalls,
+) -> DurableTasks:
+    """The DBOS backing of a server's tasks (see `_durable`), its settings checked."""
+    from ..durable import DurableTools  # imports DBOS: only for a durable server
+    from ._durable import DurableTasks, check_launch
+
+    if type(durable) is not DurableTools:
+        raise TypeError(f"`durable` must be a toolseam.durable.DurableTools, got {durable!r}")
+    if durable.registry is not registry:
+        raise ValueError("`durable` must be the DurableTools of the registry the server serves")
+    if not tasks:
+        raise ValueError("`durable` backs tasks: name the tools whose calls are tasks (`tasks`)")
+    late = [tool for tool, support in tasks.items() if support == "after-input"]
+    if late:
+        raise ValueError(
+            f"a durable task cannot start as a call suspended at a question: {late[0]!r} is "
+            "'after-input'"
+        )
+    check_launch()
+    return DurableTasks(durable, name, calls)
+
+
 def create_server(
     registry: ToolRegistry,
     *,
@@ -542,6 +584,7 @@ def create_server(
     tasks: Mapping[str, TaskSupport] | None = None,
     max_tasks: int = MAX_TASKS,
     task_ttl: float = TASK_TTL,
+    durable: DurableTools | None = None,
 ) -> Server[Any]:
     """Build a low-level MCP ``Server`` that serves a registry's tools.
 
@@ -589,13 +632,26 @@ def create_server(
         max_tasks: How many unfinished tasks the server holds at once (default 256); a
             task-creating call beyond is refused (-32600) and runs nothing.
         task_ttl: Seconds a finished task stays readable (its ``ttlMs``; default 3600).
+        durable: The `toolseam.durable.DurableTools` of ``registry``, to make each task's
+            call a DBOS workflow of its own (``toolseam-task-<task id>``, asyncio only): the
+            task outlives a crash of the server (recovered by ``DBOS.launch()`` in the
+            restarted process, a dispatched call that is not idempotent ending
+            ``OUTCOME_UNKNOWN``), ``tasks/get`` reads it from the system database, and
+            ``tasks/cancel`` cancels the workflow. Create the server before
+            ``DBOS.launch()``. A durable task's body cannot ask the client (its questions
+            end ``CAPABILITY_UNAVAILABLE``), so no tool may be ``"after-input"``. See
+            docs/mcp.md.
 
     Returns:
         The server; it holds no connection until run.
 
     Raises:
         ValueError: ``input_deadline`` or ``task_ttl`` is not a positive number of seconds,
-            ``max_tasks`` not a positive int, or ``tasks`` maps a name to something else.
+            ``max_tasks`` not a positive int, or ``tasks`` maps a name to something else;
+            ``durable`` without ``tasks``, of another registry, or with an
+            ``"after-input"`` tool.
+        TypeError: ``durable`` is not a `DurableTools`.
+        RuntimeError: ``durable`` given after ``DBOS.launch()``.
     """
     return serve_registry(
         registry,
@@ -607,6 +663,7 @@ def create_server(
         tasks=tasks,
         max_tasks=max_tasks,
         task_ttl=task_ttl,
+        durable=durable,
     )
 
 

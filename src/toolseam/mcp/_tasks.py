@@ -24,6 +24,9 @@ declare the extension (on the request's ``_meta`` client capabilities):
   seconds (the ``ttlMs`` it announced) and then forgotten (``tasks/get`` says so).
 - A task belongs to the caller that created it (the same keyed digest of the authenticated
   principal as a request state): anyone else is told it does not exist.
+- With ``create_server(durable=DurableTools(...))`` every task is a DBOS workflow instead
+  (``_durable``): it lives in the system database, outlives a crash of the server, and
+  ``tasks/*`` read and cancel it there; it asks no questions.
 """
 
 from __future__ import annotations
@@ -54,8 +57,11 @@ from ._host import missing_capability_error
 from ._wire import call_tool_result
 
 if TYPE_CHECKING:
+    from dbos import WorkflowStatus
     from mcp.server.lowlevel.server import Server
 
+    from .._principal import Principal
+    from ._durable import DurableTasks
     from ._host import RequestHost
     from ._rounds import MakeInput, RoundCall, Rounds
 
@@ -87,6 +93,7 @@ _POLL_MS: Final = 500
 _HEADER_MISMATCH: Final = -32020
 _CANCELLED: Final = "the MCP client cancelled the task"
 _CREATE_CANCELLED: Final = "the MCP client cancelled the call before it learnt the task's id"
+_WORKFLOW_PREFIX: Final = "toolseam-task-"  # `_durable.workflow_id`
 
 
 def check_tasks(tasks: object, max_tasks: object, task_ttl: object) -> None:
@@ -107,6 +114,20 @@ def check_tasks(tasks: object, max_tasks: object, task_ttl: object) -> None:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _iso(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return _now()
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _finished_ago(status: WorkflowStatus) -> float:
+    """Seconds since a durable task's workflow status last changed."""
+    if status.updated_at is None:
+        return 0.0
+    return max(0.0, datetime.now(UTC).timestamp() - status.updated_at / 1000)
 
 
 class TaskParams(types.RequestParams):
@@ -164,11 +185,19 @@ def _check_name(ctx: ServerRequestContext[Any], task_id: str) -> None:
 class Tasks:
     """The tasks of one server. Event loop thread only."""
 
-    __slots__ = ("_ids", "_max", "_rounds", "_support", "_tasks", "_ttl")
+    __slots__ = ("_durable", "_ids", "_max", "_principal", "_rounds", "_support", "_tasks", "_ttl")
 
     def __init__(
-        self, rounds: Rounds, support: Mapping[str, TaskSupport], max_tasks: int, ttl: float
+        self,
+        rounds: Rounds,
+        support: Mapping[str, TaskSupport],
+        max_tasks: int,
+        ttl: float,
+        durable: DurableTasks | None = None,
+        principal: Callable[[ServerRequestContext[Any]], Principal | None] | None = None,
     ) -> None:
+        self._durable = durable
+        self._principal = principal
         self._rounds = rounds
         self._support = dict(support)
         self._max = max_tasks
@@ -208,12 +237,16 @@ class Tasks:
             return None  # a retry of a call that asked before it became a task: not one
         self._expire()
         live = sum(1 for task in self._tasks.values() if task.call.result is None)
+        if self._durable is not None:
+            live = self._durable.live()
         if live >= self._max:
             raise MCPError(
                 INVALID_REQUEST,
                 f"this MCP server already runs {self._max} tasks, its limit; the call was not "
                 "run: retry once one has finished",
             )
+        if self._durable is not None:
+            return await self._start_durable(ctx, params)
         if support == "after-input":
             # The retry that answers the call's first questions makes it a task.
             call: RoundCall | None = self._rounds.resume_task(ctx, params)
@@ -234,6 +267,22 @@ class Tasks:
             call.controller.abort(AbortError(_CREATE_CANCELLED))
             raise
         return {"resultType": "task", **self._envelope(task, "working")}
+
+    async def _start_durable(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> dict[str, Any]:
+        durable = self._durable
+        assert durable is not None
+        assert self._principal is not None
+        status = await durable.start(
+            secrets.token_urlsafe(16),
+            str(ctx.request_id),
+            params.name,
+            {} if params.arguments is None else params.arguments,
+            self._principal(ctx),
+        )
+        task_id = status.workflow_id.removeprefix(_WORKFLOW_PREFIX)
+        return {"resultType": "task", **self._durable_envelope(task_id, status, "working")}
 
     # -- tasks/* ------------------------------------------------------------------------
 
@@ -279,7 +328,49 @@ class Tasks:
             "pollIntervalMs": _POLL_MS,
         }
 
+    def _durable_envelope(self, task_id: str, status: WorkflowStatus, state: str) -> dict[str, Any]:
+        return {
+            "taskId": task_id,
+            "status": state,
+            "createdAt": _iso(status.created_at),
+            "lastUpdatedAt": _iso(status.updated_at),
+            "ttlMs": max(1, round(self._ttl * 1000)),
+            "pollIntervalMs": _POLL_MS,
+        }
+
+    async def _find_durable(self, ctx: ServerRequestContext[Any], task_id: str) -> WorkflowStatus:
+        if not _declares(ctx):
+            raise _missing()
+        _check_name(ctx, task_id)
+        assert self._durable is not None
+        return await self._durable.find(task_id, self._ttl)
+
+    async def _get_durable(self, ctx: ServerRequestContext[Any], task_id: str) -> dict[str, Any]:
+        durable = self._durable
+        assert durable is not None
+        status = await self._find_durable(ctx, task_id)
+        result, why = await durable.final(status)
+        if why is not None:
+            error = {"code": INTERNAL_ERROR, "message": why}
+            return {**self._durable_envelope(task_id, status, "failed"), "error": error}
+        if result is None:
+            return self._durable_envelope(task_id, status, "working")
+        if _finished_ago(status) >= self._ttl:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"no task {task_id!r} on this server (never created here, or finished more "
+                f"than {self._ttl:g} s ago and forgotten)",
+            )
+        if isinstance(result, ToolFailure) and result.error.info is None:
+            # An exception that is no ToolError: the body crashed, a protocol-level failure.
+            error = {"code": INTERNAL_ERROR, "message": result.error.message}
+            return {**self._durable_envelope(task_id, status, "failed"), "error": error}
+        answer = call_tool_result(result).model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {**self._durable_envelope(task_id, status, _status(result)), "result": answer}
+
     async def _get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        if self._durable is not None:
+            return await self._get_durable(ctx, params.task_id)
         task = self._find(ctx, params.task_id)
         call = task.call
         result = call.result
@@ -312,6 +403,11 @@ class Tasks:
         return {"result": answer.model_dump(by_alias=True, mode="json", exclude_none=True)}
 
     async def _cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        if self._durable is not None:
+            status = await self._find_durable(ctx, params.task_id)
+            if status.status not in ("SUCCESS", "CANCELLED", "ERROR"):
+                await self._durable.cancel(params.task_id)
+            return {}
         task = self._find(ctx, params.task_id)
         if task.call.result is None:
             task.call.controller.abort(AbortError(_CANCELLED))
@@ -321,6 +417,9 @@ class Tasks:
     async def _update(
         self, ctx: ServerRequestContext[Any], params: TaskUpdateParams
     ) -> dict[str, Any]:
+        if self._durable is not None:
+            await self._find_durable(ctx, params.task_id)  # a durable task asks nothing
+            return {}
         task = self._find(ctx, params.task_id)
         if task.call.result is None:
             task.call.answer(params.input_responses)

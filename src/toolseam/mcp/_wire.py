@@ -151,6 +151,10 @@ def _content(block: ContentBlock) -> types.ContentBlock:
     embedded resource) travels as a text block holding its JSON, so nothing is dropped; so
     does a block nested deeper than `WIRE_DEPTH`.
     """
+    if len(block) == 2 and block.get("type") == "text":
+        text = block.get("text")
+        if type(text) is str:  # the common block, built without the union's validation
+            return types.TextContent(type="text", text=_text(text))
     try:
         raw = plain_json(dict(block))
     except _TooDeep:

@@ -1,0 +1,264 @@
+"""A lean ``tools/call`` for a 2026-07-28 streamable HTTP upstream: `LeanHttp`.
+
+On MCP 2026-07-28 over streamable HTTP a call is one exchange: one POST, answered by the
+JSON-RPC response in JSON, or by an SSE stream of the call's notifications (progress,
+logs) ending with it; the client cancels by closing the request's stream. The SDK's
+``ClientSession.call_tool`` goes through its dispatcher (a request model, a task and memory
+streams for the POST, a task for each progress callback), which costs the gateway about as
+much CPU a call as the upstream's whole server. `LeanHttp` makes the same exchange itself on
+the same ``httpx2`` client (its headers, its ``Auth`` flow, its timeouts and connection
+pool), with the SDK's own pieces for everything the request and the answer must be: the
+session's stamp (the ``_meta`` the SDK sends: protocol version, client info and
+capabilities, the log-level opt-in; the ``MCP-Protocol-Version``, ``Mcp-Method``,
+``Mcp-Name`` and ``Mcp-Param-*`` headers), its redirect rule (`stream_within_origin`), its
+result model and its check of ``structuredContent`` against the tool's output schema.
+
+What it does as the SDK does: a JSON-RPC error (in the body, whatever the status) is an
+``MCPError``; a progress notification for the call reaches the progress callback (in
+order, in the calling task), a log message the session's logging callback; cancelling the
+calling task closes the request's stream (``httpx2`` closes a connection whose response
+was not read to the end), which is how the server learns of it. A transport failure is an
+``MCPError`` (``CONNECTION_CLOSED``) and tells the owner its connection is lost (`lost`).
+What it does not: resume an SSE stream that broke before the answer (the SDK reconnects
+with ``Last-Event-ID`` to a server that numbers its events; here the call fails with
+``CONNECTION_CLOSED``, as when the server numbers none), nor answer a request the server
+sends on the call's stream (2026-07-28 servers ask through ``InputRequiredResult``).
+
+Only the gateway uses it (`attach`, for each 2026-07-28 HTTP connection it holds, and
+`detach` when it closes: the path holds its session, so the weak table alone would keep
+both alive); the
+remote tool takes it for a first request (`lean_for`), and leaves retries that answer an
+``InputRequiredResult`` to the SDK's session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, cast, final
+
+import httpx2
+from mcp import ClientSession, MCPError, types
+from mcp.shared._httpx_utils import stream_within_origin
+from mcp.shared.dispatcher import ProgressFnT
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ._client_tasks import CreateTaskResult
+
+__all__ = ["LeanHttp", "attach", "detach", "lean_for"]
+
+logger = logging.getLogger("toolseam.mcp")
+
+_ACCEPT: Final = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+}
+
+LogFn = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+
+_LEAN: weakref.WeakKeyDictionary[ClientSession, LeanHttp] = weakref.WeakKeyDictionary()
+
+
+def lean_for(session: ClientSession) -> LeanHttp | None:
+    """The lean path of ``session``, if its owner attached one."""
+    return _LEAN.get(session)
+
+
+def attach(
+    session: ClientSession,
+    http: httpx2.AsyncClient,
+    url: str,
+    on_log: LogFn,
+    lost: Callable[[BaseException], None],
+) -> None:
+    """Give ``session`` a lean path if it speaks 2026-07-28 (over ``http``, to ``url``)."""
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        _LEAN[session] = LeanHttp(session, http, url, on_log, lost)
+
+
+def detach(session: ClientSession) -> None:
+    """Forget the lean path of ``session`` (its connection is closing)."""
+    _LEAN.pop(session, None)
+
+
+def _error(payload: Mapping[str, Any]) -> MCPError:
+    error = payload.get("error")
+    if not isinstance(error, Mapping):
+        return MCPError(INTERNAL_ERROR, "malformed JSON-RPC error")
+    fields = cast("Mapping[str, Any]", error)
+    code = fields.get("code")
+    message = fields.get("message")
+    return MCPError(
+        code if type(code) is int else INTERNAL_ERROR,
+        message if isinstance(message, str) else "",
+        fields.get("data"),
+    )
+
+
+@final
+class LeanHttp:
+    """The ``tools/call`` of one 2026-07-28 HTTP connection, without the SDK's dispatcher.
+
+    Used from the event loop's thread only; any number of calls at once.
+    """
+
+    __slots__ = ("_http", "_ids", "_lost", "_on_log", "_session", "_url")
+
+    def __init__(
+        self,
+        session: ClientSession,
+        http: httpx2.AsyncClient,
+        url: str,
+        on_log: LogFn,
+        lost: Callable[[BaseException], None],
+    ) -> None:
+        self._session = session
+        self._http = http
+        self._url = url
+        self._on_log = on_log
+        self._lost = lost
+        # Ids of their own, far from the session's: 2026-07-28 requests share no state, but
+        # a log line that names an id should not name two requests.
+        self._ids = itertools.count(1 << 40)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        progress: ProgressFnT | None,
+        meta: Mapping[str, Any] | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | CreateTaskResult:
+        """Call ``name`` and return its result, as ``ClientSession.call_tool`` would.
+
+        A task (``resultType: "task"``, when the session declared the tasks extension) is
+        returned as it came, for the caller to follow (``_client_tasks``).
+
+        Raises:
+            MCPError: The server answered an error, or the connection failed.
+            RuntimeError: The result does not conform to the tool's output schema.
+        """
+        session = self._session
+        request_id = next(self._ids)
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        request_meta: dict[str, Any] = dict(meta) if meta else {}
+        if progress is not None:
+            request_meta["progressToken"] = request_id
+        if request_meta:
+            params["_meta"] = request_meta
+        data: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": params,
+        }
+        opts: dict[str, Any] = {}
+        # The SDK's own stamp of this session (mcp 2.x `ClientSession._stamp`).
+        stamp = cast("Callable[[dict[str, Any], dict[str, Any]], None]", session._stamp)  # pyright: ignore[reportPrivateUsage]
+        stamp(data, opts)
+        headers = {**_ACCEPT, **opts.get("headers", {})}
+        body = json.dumps(data, separators=(",", ":")).encode()
+        try:
+            async with stream_within_origin(
+                self._http, "POST", self._url, content=body, headers=headers
+            ) as response:
+                payload = await self._answer(response, request_id, progress)
+        except httpx2.TransportError as error:
+            # The SDK's transport dies of it, and its session with it: the owner reconnects.
+            self._lost(error)
+            raise MCPError(CONNECTION_CLOSED, "Connection closed") from error
+        except httpx2.HTTPError as error:  # the stream broke (SSE, decoding): this call only
+            raise MCPError(CONNECTION_CLOSED, f"the response stream failed: {error}") from error
+        adapter: Any = session._call_tool_adapter  # pyright: ignore[reportPrivateUsage]
+        result: object = adapter.validate_python(payload)
+        if isinstance(result, types.CallToolResult) and not result.is_error:
+            await session.validate_tool_result(name, result)
+        if not isinstance(
+            result, types.CallToolResult | types.InputRequiredResult | CreateTaskResult
+        ):
+            raise MCPError(INVALID_REQUEST, "the server answered tools/call with another result")
+        return result
+
+    async def _answer(
+        self, response: httpx2.Response, request_id: int, progress: ProgressFnT | None
+    ) -> Any:
+        status = response.status_code
+        kind = response.headers.get("content-type", "").lower()
+        if status == 202:
+            raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+        if 300 <= status < 400:
+            raise MCPError(INVALID_REQUEST, f"redirect (HTTP {status}) not followed")
+        if status >= 400:
+            if kind.startswith("application/json"):
+                try:
+                    payload: object = json.loads(await response.aread())
+                except ValueError:
+                    payload = None
+                if isinstance(payload, Mapping) and "error" in payload:
+                    raise _error(cast("Mapping[str, Any]", payload))
+            if status == 404:
+                raise MCPError(METHOD_NOT_FOUND, "Not Found")
+            raise MCPError(INTERNAL_ERROR, "Server returned an error response")
+        if kind.startswith("application/json"):
+            content = await response.aread()
+            try:
+                payload = json.loads(content)
+            except ValueError as error:
+                raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {error}") from None
+            return self._response(payload)
+        if not kind.startswith("text/event-stream"):
+            raise MCPError(INVALID_REQUEST, f"Unexpected content type: {kind}")
+        async for event in httpx2.EventSource(response):
+            if not event.data:
+                continue
+            try:
+                message: object = json.loads(event.data)
+            except ValueError:
+                logger.debug("MCP upstream sent an SSE event that is not JSON; ignored")
+                continue
+            if not isinstance(message, Mapping):
+                continue
+            fields = cast("Mapping[str, Any]", message)
+            if "method" not in fields:
+                if fields.get("id") == request_id:
+                    return self._response(fields)
+                continue
+            try:
+                await self._notification(fields, request_id, progress)
+            except Exception as error:  # as the SDK: a callback's failure is not the call's
+                logger.debug("MCP upstream notification not handled: %r", error)
+        raise MCPError(CONNECTION_CLOSED, "SSE stream ended without a response")
+
+    @staticmethod
+    def _response(payload: object) -> Any:
+        if not isinstance(payload, Mapping):
+            raise MCPError(INTERNAL_ERROR, "malformed JSON-RPC response")
+        fields = cast("Mapping[str, Any]", payload)
+        if "error" in fields:
+            raise _error(fields)
+        return fields.get("result")
+
+    async def _notification(
+        self, message: Mapping[str, Any], request_id: int, progress: ProgressFnT | None
+    ) -> None:
+        method = message.get("method")
+        params: object = message.get("params")
+        if "id" in message or not isinstance(params, Mapping):
+            return  # a request from the server: 2026-07-28 servers ask otherwise
+        fields = cast("Mapping[str, Any]", params)
+        if method == "notifications/progress":
+            if progress is None or fields.get("progressToken") != request_id:
+                return
+            note = types.ProgressNotificationParams.model_validate(fields)
+            await progress(note.progress, note.total, note.message)
+        elif method == "notifications/message":
+            await self._on_log(types.LoggingMessageNotificationParams.model_validate(fields))
