@@ -11,7 +11,8 @@ imports it. See ``docs/mcp.md``.
 - Client: `register_mcp_tools` registers every tool of a ``mcp.ClientSession`` as a
   `McpToolDefinition`, whose body forwards ``exec.signal`` as an MCP cancellation, and the
   server's progress as ``exec.progress``; with `SessionCallbacks`, its log messages,
-  elicitation and sampling requests reach the call's ``exec.log``/``elicit``/``sample``.
+  elicitation and sampling requests reach the call's ``exec.log``/``elicit``/``sample``;
+  with `TasksExtension` on the session's ``Client``, a 2026-07-28 server's tasks are followed.
 - Who may call over HTTP: `HttpAuth` with `StaticTokens` or `JwtTokens` (an OAuth 2.1
   resource server on the SDK's pieces), and `HttpLimits`; see `serve_http`.
 - Gateway: `mount_upstreams` (or ``python -m toolseam.mcp gateway --upstream NAME=...``)
@@ -40,6 +41,7 @@ from ._client import REMOTE_TOOL_ERROR as REMOTE_TOOL_ERROR
 from ._client import McpToolDefinition as McpToolDefinition
 from ._client import RemoteToolError as RemoteToolError
 from ._client import register_mcp_tools as register_mcp_tools
+from ._client_tasks import TasksExtension as TasksExtension
 from ._gateway import mount_upstreams as mount_upstreams
 from ._http import MCP_PATH as MCP_PATH
 from ._http import serve_http as serve_http
@@ -65,6 +67,7 @@ __all__ = (
     "SessionKwargs",
     "StaticTokens",
     "TaskSupport",
+    "TasksExtension",
     "call_tool_result",
     "create_server",
     "mount_upstreams",

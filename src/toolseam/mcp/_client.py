@@ -32,6 +32,12 @@ from .._registry import ToolRegistry
 from .._results import ContentBlock, ToolResult, render_value
 from .._signals import in_loop
 from .._views import ToolExecution, ToolRunContext
+from ._client_tasks import (
+    CreateTaskResult,
+    follow_task,
+    legacy_task_refusal,
+    missing_extension_hint,
+)
 from ._lean import lean_for
 from ._relay import SessionCallbacks, elicit_for, roots_for, sample_for
 from ._wire import (
@@ -173,6 +179,10 @@ class McpToolDefinition:
       requests become the call's ``exec.log``, ``exec.elicit`` and ``exec.sample``.
     - A 2026-07-28 server that asks for input (``InputRequiredResult``) is answered through
       ``exec.elicit``/``exec.sample`` and the call retried, as the SDK's ``Client`` does.
+    - A 2026-07-28 server that answers with a task (the tasks extension, declared by a
+      session made with `TasksExtension`) is followed to the task's final status: its
+      questions are answered the same way, and an abort sends ``tasks/cancel`` and waits
+      for the final status before raising the abort reason (see ``_client_tasks``).
 
     Args:
         session: An initialized ``mcp.ClientSession``; it must outlive every call.
@@ -189,6 +199,7 @@ class McpToolDefinition:
         "_parameters",
         "_read_only",
         "_remote_name",
+        "_tool",
     )
 
     def __init__(
@@ -219,6 +230,7 @@ class McpToolDefinition:
     ) -> None:
         self._link = link
         self._callbacks = callbacks
+        self._tool = tool
         self._remote_name = tool.name
         self._name = tool.name if name is None else name
         self._description = tool.description or ""
@@ -286,7 +298,7 @@ class McpToolDefinition:
         signal = exec.signal
         signal.raise_if_aborted()  # an aborted call sends nothing
         session: ClientSession | None = None
-        outcome: types.CallToolResult | None = None
+        outcome: types.CallToolResult | CreateTaskResult | None = None
         failure: Exception | None = None
         call_scope = anyio.CancelScope()
         last: float | None = None
@@ -316,6 +328,20 @@ class McpToolDefinition:
                     outcome = await self._call(session, args, exec, progress, tagged)
                 except Exception as error:
                     failure = error
+            if isinstance(outcome, CreateTaskResult):
+                # A task (MCP tasks extension): followed to its end under the signal, which
+                # cancels the task rather than this scope (see `_client_tasks`).
+                created, outcome = outcome, None
+                assert session is not None
+                try:
+                    outcome = await follow_task(
+                        session,
+                        created,
+                        signal=signal,
+                        answer=lambda request: self._answer(exec, request),
+                    )
+                except Exception as error:
+                    failure = error
         finally:
             forwarding.remove()
             if entered is not None and callbacks is not None:
@@ -326,11 +352,14 @@ class McpToolDefinition:
             if session is not None:
                 self._link.failed(session, failure)
             raise RemoteToolError(
-                self._remote_name, f"MCP error {failure.error.code}: {failure.error.message}"
+                self._remote_name,
+                f"MCP error {failure.error.code}: {failure.error.message}"
+                + missing_extension_hint(failure),
             ) from failure
         if failure is not None:
             raise failure
-        if outcome is None:  # the request was cancelled because the signal aborted
+        assert not isinstance(outcome, CreateTaskResult)
+        if outcome is None:  # the request (or task) was cancelled because the signal aborted
             signal.raise_if_aborted()
             raise AssertionError("unreachable: the call scope is only cancelled on abort")
         meta = _meta(outcome)
@@ -357,11 +386,15 @@ class McpToolDefinition:
         exec: ToolRunContext,
         progress: ProgressFnT,
         meta: dict[str, Any] | None,
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | CreateTaskResult:
         """The ``tools/call``, and its retries while a 2026-07-28 server asks for input."""
         name = self._remote_name
+        refusal = legacy_task_refusal(session, self._tool)
+        if refusal is not None:
+            raise RemoteToolError(name, refusal)
         request_meta = cast("types.RequestParamsMeta | None", meta)
         lean = lean_for(session)
+        outcome: types.CallToolResult | types.InputRequiredResult | types.Result
         if lean is not None:  # a gateway's 2026-07-28 HTTP upstream (see `_lean`)
             outcome = await lean.call_tool(name, args.arguments, progress, meta)
         else:
@@ -371,6 +404,7 @@ class McpToolDefinition:
                 progress_callback=progress,
                 meta=request_meta,
                 allow_input_required=True,
+                allow_claimed=True,
             )
         rounds = 0
         poll = _FIRST_POLL
@@ -399,7 +433,12 @@ class McpToolDefinition:
                 input_responses=responses,
                 request_state=outcome.request_state,
                 allow_input_required=True,
+                allow_claimed=True,
             )
+        if isinstance(outcome, CreateTaskResult):
+            return outcome  # a task: `run` follows it outside the call's cancel scope
+        if not isinstance(outcome, types.CallToolResult):
+            raise RemoteToolError(name, f"the server answered an unknown result ({outcome!r})")
         return outcome
 
     async def _answer(

@@ -61,6 +61,7 @@ from .._registration import Registration
 from .._registry import ToolRegistry
 from ._auth import ClientCredentials
 from ._client import McpToolDefinition, list_tools
+from ._client_tasks import TasksExtension
 from ._lean import attach, detach
 from ._relay import SessionCallbacks
 
@@ -224,6 +225,9 @@ class _Upstream:
                     self._transport(),
                     cache=None,
                     mode=self.mode,
+                    # The tasks extension (2026-07-28): an upstream may answer with a task,
+                    # which the remote tool follows under the call's signal.
+                    extensions=[TasksExtension()],
                     **self.callbacks.session_kwargs(),
                 )
                 async with client:

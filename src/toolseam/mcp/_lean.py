@@ -53,6 +53,8 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ._client_tasks import CreateTaskResult
+
 __all__ = ["LeanHttp", "attach", "detach", "lean_for"]
 
 logger = logging.getLogger("toolseam.mcp")
@@ -135,8 +137,11 @@ class LeanHttp:
         arguments: dict[str, Any],
         progress: ProgressFnT | None,
         meta: Mapping[str, Any] | None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | CreateTaskResult:
         """Call ``name`` and return its result, as ``ClientSession.call_tool`` would.
+
+        A task (``resultType: "task"``, when the session declared the tasks extension) is
+        returned as it came, for the caller to follow (``_client_tasks``).
 
         Raises:
             MCPError: The server answered an error, or the connection failed.
@@ -177,7 +182,9 @@ class LeanHttp:
         result: object = adapter.validate_python(payload)
         if isinstance(result, types.CallToolResult) and not result.is_error:
             await session.validate_tool_result(name, result)
-        if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+        if not isinstance(
+            result, types.CallToolResult | types.InputRequiredResult | CreateTaskResult
+        ):
             raise MCPError(INVALID_REQUEST, "the server answered tools/call with another result")
         return result
 

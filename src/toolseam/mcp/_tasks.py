@@ -99,6 +99,7 @@ and the retry that answers them makes it a task: SEP-2663's MRTR-then-task compo
 _POLL_MS: Final = 500
 _HEADER_MISMATCH: Final = -32020
 _CANCELLED: Final = "the MCP client cancelled the task"
+_CREATE_CANCELLED: Final = "the MCP client cancelled the call before it learnt the task's id"
 _WORKFLOW_PREFIX: Final = "toolseam-task-"  # `_durable.workflow_id`
 
 
@@ -274,10 +275,16 @@ class Tasks:
             return None
         host = call.host
         assert host is not None
-        await host.flush()  # a task's notifications have no request to travel on: dropped
-        task = _Task(call)
-        self._tasks[task.id] = task
-        await anyio.lowlevel.checkpoint()
+        try:
+            await host.flush()  # a task's notifications have no request to travel on: dropped
+            task = _Task(call)
+            self._tasks[task.id] = task
+            await anyio.lowlevel.checkpoint()
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled the call that creates the task before it learnt the
+            # task's id: nobody could cancel it, so it is cancelled here (told, awaited).
+            call.controller.abort(AbortError(_CREATE_CANCELLED))
+            raise
         return {"resultType": "task", **self._envelope(task, "working")}
 
     async def _start_durable(
