@@ -793,6 +793,58 @@ async def test_a_jwks_url_is_fetched_once_and_kept(keys: Keys) -> None:
     assert fetched == ["/jwks.json"]  # an unknown key id does not refetch within 5 minutes
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_failed_jwks_fetch_is_tried_again_soon_not_after_the_refresh(
+    keys: Keys, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The identity provider is down at the first fetch: the verifier refuses tokens, logs
+    # it, and tries again after 1 s, then 2 s (not after the 300 s refresh period).
+    answers = [503, 503, 200, 503]
+    fetched: list[int] = []
+    document = json.dumps(keys.jwks).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status = answers.pop(0)
+            fetched.append(status)
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(document if status == 200 else b"{}")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    clock = [1000.0]
+    monkeypatch.setattr("toolseam.mcp._auth._monotonic", lambda: clock[0])
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    seen: list[str | None] = []
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+        verifier = JwtTokens(url, issuer=ISSUER, audience=AUDIENCE)
+        with anyio.fail_after(GUARD):
+            for advance in (0.0, 0.5, 0.6, 1.9, 0.2, 500.0):
+                clock[0] += advance
+                access = await verifier.verify_token(keys.token(sub="alice"))
+                seen.append(access.subject if access else None)
+    finally:
+        server.shutdown()
+        server.server_close()
+    # t=0 fails; t=0.5 waits; t=1.1 fails again (next in 2 s); t=3.0 waits; t=3.2 fetches;
+    # 500 s later the copy is stale, its refresh fails, and the keys held still verify.
+    assert fetched == [503, 503, 200, 503]
+    assert seen == [None, None, None, None, "alice", "alice"]
+    warnings = [r.getMessage() for r in caplog.records if "JWKS" in r.getMessage()]
+    assert warnings == [
+        "JwtTokens: fetching the JWKS failed (HTTPError); next try in 1 s",
+        "JwtTokens: fetching the JWKS failed (HTTPError); next try in 2 s",
+        "JwtTokens: fetching the JWKS failed (HTTPError); next try in 1 s",
+    ]
+    assert all(url not in w for w in warnings)
+
+
 def _self_signed(tmp: Path) -> tuple[Path, Path, ssl.SSLContext]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization

@@ -25,6 +25,7 @@ import hmac
 import ipaddress
 import itertools
 import json
+import logging
 import math
 import time
 import urllib.parse
@@ -69,6 +70,15 @@ _ASYMMETRIC: Final = (
     "EdDSA",
 )
 _CACHE_SIZE: Final = 4096
+# After a failed JWKS fetch the next try waits 1 s, then 2, 4, ... up to `refresh_seconds`:
+# an identity provider that was down at startup is not locked out for a whole refresh
+# period, and made-up key ids still cannot make it fetch more than once per delay.
+_RETRY_FIRST: Final = 1.0
+
+logger = logging.getLogger("toolseam.mcp")
+
+# The clock of the JWKS refresh (a name of its own, so a test can move it).
+_monotonic = time.monotonic
 
 
 def _digest(token: str) -> bytes:
@@ -192,19 +202,21 @@ class JwtTokens:
     ``nbf``. The principal is ``sub``, the scopes the space-separated ``scope`` claim (or a
     ``scp`` list). Keys are cached: a JWKS file is read once, a JWKS URL is fetched on
     first use and again (at most every ``refresh_seconds``) for a key id it does not
-    know or once its copy is older than that. Verified tokens are cached (by digest)
-    until they expire.
+    know or once its copy is older than that; after a failed fetch it tries again after
+    1 s, then 2, 4, ... up to ``refresh_seconds``, verifying meanwhile with the keys it
+    holds. Verified tokens are cached (by digest) until they expire.
     """
 
     __slots__ = (
         "_algorithms",
         "_audience",
-        "_fetched",
+        "_failures",
         "_issuer",
         "_jwks",
         "_keys",
         "_leeway",
         "_lock",
+        "_next_fetch",
         "_refresh",
         "_verified",
     )
@@ -228,7 +240,8 @@ class JwtTokens:
             audience: The value ``aud`` must hold (the resource's identifier).
             algorithms: The signature algorithms accepted (asymmetric ones only).
             leeway: Seconds of clock skew allowed for ``exp`` and ``nbf``.
-            refresh_seconds: How old a fetched JWKS may get before it is fetched again.
+            refresh_seconds: How old a fetched JWKS may get before it is fetched again
+                (and the longest wait before a failed fetch is tried again).
 
         Raises:
             ValueError: An algorithm is not asymmetric, a JWKS document is malformed, or a
@@ -244,7 +257,8 @@ class JwtTokens:
         self._refresh = refresh_seconds
         self._jwks: str | None = None
         self._keys: dict[str, jwt.PyJWK] = {}
-        self._fetched = -math.inf
+        self._next_fetch = 0.0
+        self._failures = 0
         self._lock = anyio.Lock()
         self._verified: dict[bytes, AccessToken] = {}
         if isinstance(jwks, Mapping):
@@ -303,17 +317,28 @@ class JwtTokens:
         # (an attacker's made-up key ids cannot make it fetch more).
         async with self._lock:
             if self._stale():
-                self._fetched = time.monotonic()
                 url = self._jwks
                 try:
                     document = await anyio.to_thread.run_sync(_fetch, url)
-                    self._keys = _key_set(document)
-                except (OSError, ValueError, jwt.PyJWTError):
-                    pass  # keep the keys we have; a token they cannot verify is refused
+                    keys = _key_set(document)
+                except (OSError, ValueError, jwt.PyJWTError) as error:
+                    # Keep the keys we have; a token they cannot verify is refused.
+                    self._failures += 1
+                    delay = min(self._refresh, _RETRY_FIRST * 2 ** min(self._failures - 1, 16))
+                    self._next_fetch = _monotonic() + delay
+                    logger.warning(
+                        "JwtTokens: fetching the JWKS failed (%s); next try in %.0f s",
+                        type(error).__name__,
+                        delay,
+                    )
+                else:
+                    self._keys = keys
+                    self._failures = 0
+                    self._next_fetch = _monotonic() + self._refresh
             return self._lookup(kid)
 
     def _stale(self) -> bool:
-        return time.monotonic() - self._fetched > self._refresh
+        return _monotonic() >= self._next_fetch
 
     def _lookup(self, kid: str | None) -> jwt.PyJWK | None:
         if kid is not None:
@@ -356,7 +381,14 @@ def _fetch(url: str) -> Mapping[str, Any]:
                 raise
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
-    with build_opener(Redirects).open(url, timeout=10) as response:
+    from urllib.error import HTTPError
+
+    try:
+        response = build_opener(Redirects).open(url, timeout=10)
+    except HTTPError as error:
+        error.close()  # its response holds the connection open
+        raise
+    with response:
         body: bytes = response.read(1 << 20)
     return cast("Mapping[str, Any]", json.loads(body))
 
