@@ -287,6 +287,51 @@ async def test_a_durable_task_belongs_to_its_creator() -> None:
     assert "secret-alice" not in stored
 
 
+@pytest.mark.anyio
+async def test_one_principal_holds_at_most_its_share_of_durable_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("toolseam.mcp._tasks.MAX_TASKS_PER_PRINCIPAL", 2)
+    world = World()
+    created: dict[str, list[str]] = {"alice": [], "bob": []}
+    refused: list[str] = []
+
+    async def create(subject: str) -> None:
+        who = as_user("app", subject)
+        try:
+            async with Client(world.server, extensions=[TasksExtension()]) as client:
+                try:
+                    answer = await request(client, "tools/call", {"name": "work", "arguments": {}})
+                except MCPError as error:
+                    refused.append(f"{subject}: {error.error.message}")
+                else:
+                    created[subject].append(answer["taskId"])
+        finally:
+            auth_context_var.reset(who)
+
+    with first_error(), anyio.fail_after(GUARD):
+        try:
+            for subject in ("alice", "alice", "alice", "bob"):
+                await create(subject)
+        finally:
+            world.release.set()
+        for subject, ids in created.items():
+            who = as_user("app", subject)
+            try:
+                async with Client(world.server, extensions=[TasksExtension()]) as client:
+                    for task_id in ids:
+                        done = await until(client, task_id, "completed", "failed", "cancelled")
+                        assert done["status"] == "completed"
+            finally:
+                auth_context_var.reset(who)
+    assert [len(created["alice"]), len(created["bob"])] == [2, 1]
+    assert refused == [
+        "alice: this MCP server already runs 2 tasks of this principal, its share; the call "
+        "was not run: retry once one has finished"
+    ]
+    assert world.runs == 3
+
+
 def test_durable_settings_are_checked() -> None:
     world = World()
     with pytest.raises(ValueError, match="after-input"):

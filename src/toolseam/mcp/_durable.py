@@ -141,7 +141,15 @@ async def _task_workflow(server: str, spec: dict[str, Any]) -> None:
 class DurableTasks:
     """The durable tasks of one server: started, read and cancelled through DBOS."""
 
-    __slots__ = ("_calls", "_controllers", "_durable", "_lock", "_loop", "_server", "_starting")
+    __slots__ = (
+        "_calls",
+        "_controllers",
+        "_durable",
+        "_lock",
+        "_loop",
+        "_owners",
+        "_server",
+    )
 
     def __init__(self, durable: DurableTools, server: str, calls: RunningCalls) -> None:
         self._durable = durable
@@ -152,13 +160,27 @@ class DurableTasks:
         # The workflows whose body runs in this process, and how to abort their signal
         # (a recovered workflow may run on DBOS's own event loop).
         self._controllers: dict[str, tuple[asyncio.AbstractEventLoop, AbortController]] = {}
-        self._starting = 0
+        # Every workflow started here and not finished, and who created it: entered before
+        # its start (whose body may begin only after `start` returned) and left when its
+        # body ends, so `live` and `held_by_caller` never miss one in between.
+        self._owners: dict[str, str | None] = {}
         _BACKINGS[server] = self
 
     def live(self) -> int:
         """How many tasks run, or are being started, in this process."""
         with self._lock:
-            return len(self._controllers) + self._starting
+            return len(self._owners)
+
+    def held_by_caller(self) -> int:
+        """How many of those tasks the authenticated caller of this request created.
+
+        0 for an unauthenticated caller: only authenticated principals have a share.
+        """
+        owner = _owner()
+        if owner is None:
+            return 0
+        with self._lock:
+            return sum(1 for who in self._owners.values() if who == owner)
 
     async def run(self, spec: dict[str, Any]) -> None:
         """The workflow's body: the call, through `DurableTools.execute`."""
@@ -172,6 +194,7 @@ class DurableTasks:
         tracked = self._loop is None or self._loop is loop
         with self._lock:
             self._controllers[identifier] = (loop, controller)
+            self._owners[identifier] = spec.get("owner")
         if tracked:
             self._calls.enter(controller)  # aborted at once if the server is closing
         try:
@@ -186,6 +209,7 @@ class DurableTasks:
         finally:
             with self._lock:
                 self._controllers.pop(identifier, None)
+                self._owners.pop(identifier, None)
             if tracked:
                 self._calls.leave(controller)
 
@@ -201,24 +225,26 @@ class DurableTasks:
             _engine.require_asyncio("a durable MCP task")
         except RuntimeError as error:
             raise MCPError(INTERNAL_ERROR, str(error)) from None
+        owner = _owner()
         spec = {
             "task": task_id,
             "call_id": call_id,
             "tool": tool,
             "arguments": arguments,
             "principal": _plain_principal(principal),
-            "owner": _owner(),
+            "owner": owner,
         }
         identifier = workflow_id(task_id)
         self._loop = asyncio.get_running_loop()
         with self._lock:
-            self._starting += 1
+            self._owners[identifier] = owner
         try:
             with SetWorkflowID(identifier):
                 await DBOS.start_workflow_async(_task_workflow, self._server, spec)
-        finally:
+        except BaseException:
             with self._lock:
-                self._starting -= 1
+                self._owners.pop(identifier, None)
+            raise
         status = await DBOS.get_workflow_status_async(identifier)
         assert status is not None
         return status

@@ -27,7 +27,8 @@ declare the extension (on the request's ``_meta`` client capabilities):
   principal as a request state): anyone else is told it does not exist.
 - With ``create_server(durable=DurableTools(...))`` every task is a DBOS workflow instead
   (``_durable``): it lives in the system database, outlives a crash of the server, and
-  ``tasks/*`` read and cancel it there; it asks no questions.
+  ``tasks/*`` read and cancel it there; it asks no questions. The per-principal share
+  counts the durable tasks this process runs.
 """
 
 from __future__ import annotations
@@ -168,6 +169,14 @@ def _declares(ctx: ServerRequestContext[Any]) -> bool:
     return declared is not None and EXTENSION in (declared.extensions or {})
 
 
+def _share_taken() -> MCPError:
+    return MCPError(
+        INVALID_REQUEST,
+        f"this MCP server already runs {MAX_TASKS_PER_PRINCIPAL} tasks of this "
+        "principal, its share; the call was not run: retry once one has finished",
+    )
+
+
 def _missing() -> MCPError:
     return MCPError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -253,6 +262,8 @@ class Tasks:
                 "run: retry once one has finished",
             )
         if self._durable is not None:
+            if self._durable.held_by_caller() >= MAX_TASKS_PER_PRINCIPAL:
+                raise _share_taken()
             return await self._start_durable(ctx, params)
         who = self._rounds.key.principal()
         held = sum(
@@ -261,11 +272,7 @@ class Tasks:
             if who is not None and task.call.result is None and task.call.principal == who
         )
         if held >= MAX_TASKS_PER_PRINCIPAL:
-            raise MCPError(
-                INVALID_REQUEST,
-                f"this MCP server already runs {MAX_TASKS_PER_PRINCIPAL} tasks of this "
-                "principal, its share; the call was not run: retry once one has finished",
-            )
+            raise _share_taken()
         if support == "after-input":
             # The retry that answers the call's first questions makes it a task.
             call: RoundCall | None = self._rounds.resume_task(ctx, params)
