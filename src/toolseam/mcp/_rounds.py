@@ -97,6 +97,8 @@ MakeInput: TypeAlias = Callable[
 """How the server makes a call's input (``_server``: the same as for any ``tools/call``)."""
 
 _GROUP_KEY: Final = "toolseam.mcp.rounds"
+# A task's name, given: anyio otherwise builds one from the function's module and qualname.
+_TASK_NAME: Final = "toolseam.mcp call"
 _BATCH_PASSES: Final = 8
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
@@ -502,7 +504,7 @@ class Rounds:
         self._running.enter(call.controller)  # aborts it at once if the server is closing
         if group.closing:
             self._abort(call.controller, _CLOSED)
-        group.tg.start_soon(self._run, call, execution)
+        group.tg.start_soon(self._run, call, execution, name=_TASK_NAME)
         return call
 
     def start_task(
@@ -540,7 +542,7 @@ class Rounds:
         self._running.enter(call.controller)  # aborts it at once if the server is closing
         if group.closing:
             self._abort(call.controller, _CLOSED)
-        group.tg.start_soon(self._run, call, execution)
+        group.tg.start_soon(self._run, call, execution, name=_TASK_NAME)
         return call
 
     def resume_task(
