@@ -167,6 +167,10 @@ class _Outbox:
         if wake is not None:
             wake.set()
 
+    def detach(self) -> None:
+        """Stop waking the call's request on `put` (the call has ended)."""
+        self._on_put = None
+
     def starting(self) -> None:
         """Say the sender (`run`) is about to start: from now on, `flush` waits for it."""
         self._running = True
@@ -278,6 +282,7 @@ class RequestHost:
         "_echo",
         "_last_progress",
         "_levels",
+        "_modern",
         "_outbox",
         "_rounds",
         "_settled",
@@ -286,6 +291,7 @@ class RequestHost:
 
     def __init__(self, ctx: ServerRequestContext[Any], rounds: RoundCall | None = None) -> None:
         self._rounds = rounds
+        self._modern = rounds is not None  # its questions travel as rounds (kept on `detach`)
         # A 2026 call's request sends the notifications itself, woken by the call.
         self._outbox = _Outbox(None if rounds is None else rounds.wake)
         self._last_progress: float | None = None
@@ -316,7 +322,7 @@ class RequestHost:
         # levels may change with the request that resumes it: filtered as they are sent.
         return ToolHost(
             on_progress=self._on_progress,
-            on_log=self._on_log if self._levels or self._rounds is not None else None,
+            on_log=self._on_log if self._levels or self._modern else None,
             elicit=self._elicit,
             sample=self._sample,
             roots=self._roots,
@@ -344,6 +350,15 @@ class RequestHost:
     def keep_later(self) -> None:
         """Keep what the call reports from now on for the request that resumes it."""
         self._outbox.pause()
+
+    def detach(self) -> None:
+        """Forget the call's `RoundCall` once its result is published (after `settle`).
+
+        The call holds this host and this host held the call: a reference cycle that only
+        the garbage collector's full passes freed, with everything the call kept alive.
+        """
+        self._rounds = None
+        self._outbox.detach()
 
     async def settle(self) -> None:
         """Withdraw every request of the call still pending, and await each (run shielded)."""
@@ -427,7 +442,7 @@ class RequestHost:
         elif declared is None or declared.roots is None:
             why = "the MCP client did not declare the roots capability"
             self.missing_capability = {"roots": {}}
-        if why is None and self._rounds is None and not session.can_send_request:
+        if why is None and not self._modern and not session.can_send_request:
             version = session.protocol_version
             why = (
                 f"the MCP client connected with protocol revision {version}, in which a server "
@@ -547,6 +562,8 @@ class RequestHost:
             return None
         if self._rounds is not None:
             return await self._rounds.ask(key, kind, request, signal)
+        if self._modern:
+            return None  # detached: the call has ended
         ctx = self._ctx
         asking = _Asking()
         self._asking.add(asking)

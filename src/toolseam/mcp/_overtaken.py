@@ -15,7 +15,7 @@ remembered too, and expires unused: MCP forbids reusing a request id within a se
 
 from __future__ import annotations
 
-from typing import Final, final
+from typing import Final, cast, final
 
 __all__ = ["EARLY_CANCEL_LIMIT", "EARLY_CANCEL_WINDOW", "EarlyCancels", "request_key"]
 
@@ -31,7 +31,10 @@ def request_key(value: object) -> int | str | None:
 
     Anything that is not an ``int`` (``bool`` excluded) or a ``str`` is no request id.
     """
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    kind = type(value)
+    if kind is int:  # the common id, checked first (a bool is no id)
+        return cast("int", value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         return None
     if isinstance(value, str):
         try:

@@ -38,7 +38,6 @@ asked, the request gives the body's other tasks a few scheduling passes to ask t
 from __future__ import annotations
 
 import hmac
-import itertools
 import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -98,6 +97,8 @@ MakeInput: TypeAlias = Callable[
 """How the server makes a call's input (``_server``: the same as for any ``tools/call``)."""
 
 _GROUP_KEY: Final = "toolseam.mcp.rounds"
+# A task's name, given: anyio otherwise builds one from the function's module and qualname.
+_TASK_NAME: Final = "toolseam.mcp call"
 _BATCH_PASSES: Final = 8
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
@@ -174,9 +175,10 @@ class RoundCall:
     """One ``tools/call`` of a 2026-07-28 client, across its rounds. Event loop thread only."""
 
     __slots__ = (
+        "_asked",
         "_changed",
-        "_numbers",
-        "arguments",
+        "_digest",
+        "_raw_arguments",
         "controller",
         "group",
         "host",
@@ -196,14 +198,18 @@ class RoundCall:
         self,
         *,
         tool: str,
-        arguments: str,
+        arguments: object,
+        digest: str | None,
         principal: str | None,
         preset: Mapping[str, object],
         group: RoundsGroup,
     ) -> None:
-        self.key = secrets.token_urlsafe(16)
+        # Drawn when the call first parks (`Rounds._park`): only a parked call is named by a
+        # state, and most calls never park.
+        self.key: str | None = None
         self.tool = tool
-        self.arguments = arguments
+        self._raw_arguments = arguments
+        self._digest = digest
         self.principal = principal
         self.preset = dict(preset)
         self.group = group
@@ -216,7 +222,16 @@ class RoundCall:
         self.serving: object | None = None
         self.timer: anyio.CancelScope | None = None
         self._changed: anyio.Event | None = None
-        self._numbers = itertools.count(1)
+        self._asked = 0
+
+    @property
+    def arguments(self) -> str:
+        """The digest of the call's arguments its states bind (computed when first needed)."""
+        digest = self._digest
+        if digest is None:
+            digest = self._digest = arguments_digest(self._raw_arguments)
+            self._raw_arguments = None
+        return digest
 
     def _wake(self) -> None:
         changed, self._changed = self._changed, None
@@ -231,7 +246,11 @@ class RoundCall:
         self, key: str | None, kind: Kind, request: types.InputRequest, signal: AbortSignal
     ) -> BaseModel | None:
         """Ask the client (in the next ``InputRequiredResult``); ``None`` once withdrawn."""
-        name = key if key is not None else f"{kind}-{next(self._numbers)}"
+        if key is None:
+            self._asked += 1
+            name = f"{kind}-{self._asked}"
+        else:
+            name = key
         if name in self.questions:
             raise ValueError(f"a request keyed {name!r} is already pending in this call")
         preset = self.preset.pop(name, None)
@@ -410,7 +429,7 @@ class Rounds:
                 tg.cancel_scope.cancel()
 
     def _forget(self, call: RoundCall) -> None:
-        if self._calls.get(call.key) is call:
+        if call.key is not None and self._calls.get(call.key) is call:
             del self._calls[call.key]
 
     async def handle(
@@ -432,12 +451,12 @@ class Rounds:
         if not isinstance(group, RoundsGroup):
             return None
         responses: Mapping[str, object] = params.input_responses or {}
-        digest = arguments_digest(params.arguments or {})
         principal = self.key.principal()
         state = params.request_state
         if state is None:
+            # The arguments' digest is taken when the call first parks (most never do).
             call = self._start(
-                ctx, params, group, digest, principal, responses, make_host, make_input
+                ctx, params, group, None, principal, responses, make_host, make_input
             )
         else:
             claims = self.key.verify(state)
@@ -450,9 +469,10 @@ class Rounds:
                         "idempotent: its call cannot continue here, and was not run again"
                     )
                 call = self._start(
-                    ctx, params, group, digest, principal, responses, make_host, make_input
+                    ctx, params, group, None, principal, responses, make_host, make_input
                 )
             else:
+                digest = arguments_digest(params.arguments or {})
                 call = self._resume(claims, params.name, digest, principal)
                 call.answer(responses)
         if pre_cancelled:
@@ -464,23 +484,27 @@ class Rounds:
         ctx: ServerRequestContext[Any],
         params: types.CallToolRequestParams,
         group: RoundsGroup,
-        digest: str,
+        digest: str | None,
         principal: str | None,
         preset: Mapping[str, object],
         make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
         make_input: MakeInput,
     ) -> RoundCall:
         call = RoundCall(
-            tool=params.name, arguments=digest, principal=principal, preset=preset, group=group
+            tool=params.name,
+            arguments=params.arguments or {},
+            digest=digest,
+            principal=principal,
+            preset=preset,
+            group=group,
         )
         host = call.host = make_host(ctx, call)
         execution = make_input(ctx, params, call.controller.signal, host.host)
-        self._calls[call.key] = call
         group.calls.add(call)
         self._running.enter(call.controller)  # aborts it at once if the server is closing
         if group.closing:
             self._abort(call.controller, _CLOSED)
-        group.tg.start_soon(self._run, call, execution)
+        group.tg.start_soon(self._run, call, execution, name=_TASK_NAME)
         return call
 
     def start_task(
@@ -506,7 +530,8 @@ class Rounds:
             return None
         call = RoundCall(
             tool=params.name,
-            arguments=arguments_digest(params.arguments or {}),
+            arguments=params.arguments or {},
+            digest=None,
             principal=self.key.principal(),
             preset={},
             group=group,
@@ -517,7 +542,7 @@ class Rounds:
         self._running.enter(call.controller)  # aborts it at once if the server is closing
         if group.closing:
             self._abort(call.controller, _CLOSED)
-        group.tg.start_soon(self._run, call, execution)
+        group.tg.start_soon(self._run, call, execution, name=_TASK_NAME)
         return call
 
     def resume_task(
@@ -583,6 +608,7 @@ class Rounds:
             call.group.calls.discard(call)
         assert result is not None  # nothing cancels the shielded scope itself
         call.finish(result)
+        host.detach()  # no cycle left between the call and its host
         if call.serving is None and not call.parked:
             self._forget(call)  # its request was cancelled: nobody will ever take the result
 
@@ -643,9 +669,11 @@ class Rounds:
 
     def _park(self, call: RoundCall, questions: list[_Question]) -> types.InputRequiredResult:
         call.round += 1
-        state = self.key.sign(
-            Claims(call.key, call.round, call.tool, call.arguments, call.principal)
-        )
+        key = call.key
+        if key is None:  # its first question: from now on a state may name it
+            key = call.key = secrets.token_urlsafe(16)
+            self._calls[key] = call
+        state = self.key.sign(Claims(key, call.round, call.tool, call.arguments, call.principal))
         call.parked = True
         self._parked += 1
         who = call.principal

@@ -123,6 +123,8 @@ class ClientGone:
 _CANCELLED: Final = "the MCP request was cancelled"
 _DISCONNECTED: Final = "the MCP client closed the request's stream"
 _EARLY_KEY: Final = "toolseam.mcp.early_cancels"
+# Given, or anyio builds the name from the function's module and qualname on every call.
+_WATCHER_NAME: Final = "toolseam.mcp call watcher"
 
 
 # tools/list on 2026-07-28 carries caching hints (SEP-2549): stale at once, since a tool
@@ -260,7 +262,7 @@ async def _execute(
     try:
         async with anyio.create_task_group() as watcher:
             host.starting()
-            watcher.start_soon(abort_when_cancelled)
+            watcher.start_soon(abort_when_cancelled, name=_WATCHER_NAME)
             # Not a race: the shield keeps the SDK's cancellation away from the body, which
             # is awaited to completion; the abort reaches it through its signal instead.
             with anyio.CancelScope(shield=True):
