@@ -62,7 +62,7 @@ from .._registry import ToolRegistry
 from ._auth import ClientCredentials
 from ._client import McpToolDefinition, list_tools
 from ._client_tasks import TasksExtension
-from ._lean import attach, detach
+from ._lean import attach, coalesce_writes, detach
 from ._relay import SessionCallbacks
 
 __all__ = ["check_name", "mount_upstreams", "redact_userinfo", "upstream_target"]
@@ -92,12 +92,12 @@ async def _with_headers(
     """The SDK's streamable HTTP transport, sending ``headers`` (and ``auth``'s) each request.
 
     ``keep`` is given the ``httpx2`` client while the transport is open (then ``None``):
-    the gateway's lean calls (``_lean``) go through it too.
+    the gateway's lean calls (``_lean``) go through it too. Its connections send each
+    request in one write (``_lean.coalesce_writes``).
     """
-    async with (
-        httpx2.AsyncClient(headers=dict(headers), auth=auth, timeout=_TIMEOUT) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
+    http = httpx2.AsyncClient(headers=dict(headers), auth=auth, timeout=_TIMEOUT)
+    coalesce_writes(http)
+    async with http, streamable_http_client(url, http_client=http) as streams:
         if keep is not None:
             keep(http)
         try:

@@ -33,13 +33,16 @@ remote tool takes it for a first request (`lean_for`), and leaves retries that a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import ssl
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, cast, final
 
+import httpcore2
 import httpx2
 from mcp import ClientSession, MCPError, types
 from mcp.shared._httpx_utils import stream_within_origin
@@ -55,7 +58,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._client_tasks import CreateTaskResult
 
-__all__ = ["LeanHttp", "attach", "detach", "lean_for"]
+__all__ = ["LeanHttp", "attach", "coalesce_writes", "detach", "lean_for"]
 
 logger = logging.getLogger("toolseam.mcp")
 
@@ -89,6 +92,138 @@ def attach(
 def detach(session: ClientSession) -> None:
     """Forget the lean path of ``session`` (its connection is closing)."""
     _LEAN.pop(session, None)
+
+
+# A write at most this long waits to go out with the next one (see `_CoalescingStream`).
+_HOLD_BYTES: Final = 16 * 1024
+
+
+@final
+class _CoalescingStream(httpcore2.AsyncNetworkStream):
+    """A connection's stream that sends a request's head and body in one write.
+
+    ``httpcore2`` writes an HTTP/1.1 request as two writes (head, then body), which over
+    TCP with ``TCP_NODELAY`` are two segments: two send calls here, two wake-ups and two
+    reads for the server. This stream holds a short write back until the next write (sent
+    together) or the next read (sent first), so the bytes and their order on the wire are
+    the same; only the number of writes changes. A held write that fails in a read is
+    ignored there, as ``httpcore2`` ignores a failed request write to read the server's
+    answer anyway. A held write still pending when the connection closes (its request was
+    abandoned while being sent) is dropped with the connection.
+    """
+
+    __slots__ = ("_held", "_stream", "_timeout")
+
+    def __init__(self, stream: httpcore2.AsyncNetworkStream) -> None:
+        self._stream = stream
+        self._held: bytes | None = None
+        self._timeout: float | None = None
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if not buffer:
+            return
+        held = self._held
+        if held is not None:
+            self._held = None
+            await self._stream.write(held + buffer, timeout)
+        elif len(buffer) <= _HOLD_BYTES:
+            self._held = buffer
+            self._timeout = timeout
+        else:
+            await self._stream.write(buffer, timeout)
+
+    async def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            await self._stream.write(held, self._timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if self._held is not None:
+            # As `httpcore2` after a failed request write: the server may have answered.
+            with contextlib.suppress(httpcore2.WriteError):
+                await self._flush()
+        return await self._stream.read(max_bytes, timeout)
+
+    async def aclose(self) -> None:
+        self._held = None
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> httpcore2.AsyncNetworkStream:
+        await self._flush()
+        return _CoalescingStream(
+            await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+@final
+class _CoalescingBackend(httpcore2.AsyncNetworkBackend):
+    """A network backend whose connections are `_CoalescingStream` objects."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: httpcore2.AsyncNetworkBackend) -> None:
+        self._backend = backend
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return _CoalescingStream(
+            await self._backend.connect_tcp(
+                host,
+                port,
+                timeout=timeout,
+                local_address=local_address,
+                socket_options=socket_options,
+            )
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return _CoalescingStream(
+            await self._backend.connect_unix_socket(
+                path, timeout=timeout, socket_options=socket_options
+            )
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def coalesce_writes(http: httpx2.AsyncClient) -> bool:
+    """Make ``http``'s direct connections send each request's head and body in one write.
+
+    Only its pool's network I/O changes (`_CoalescingStream`); returns whether it could
+    (``False``, changing nothing, for a transport or pool this does not know).
+    """
+    transport: object = getattr(http, "_transport", None)
+    pool: object = getattr(transport, "_pool", None)
+    if type(pool) is not httpcore2.AsyncConnectionPool:
+        return False
+    backend: object = getattr(pool, "_network_backend", None)
+    if not isinstance(backend, httpcore2.AsyncNetworkBackend) or isinstance(
+        backend, _CoalescingBackend
+    ):
+        return False
+    pool._network_backend = _CoalescingBackend(backend)  # pyright: ignore[reportPrivateUsage]
+    return True
 
 
 def _error(payload: Mapping[str, Any]) -> MCPError:
