@@ -395,7 +395,7 @@ class McpToolDefinition:
         request_meta = cast("types.RequestParamsMeta | None", meta)
         lean = lean_for(session)
         outcome: types.CallToolResult | types.InputRequiredResult | types.Result
-        if lean is not None:  # a gateway's 2026-07-28 HTTP upstream (see `_lean`)
+        if lean is not None:  # a gateway's 2026-07-28 upstream (see `_lean`)
             outcome = await lean.call_tool(name, args.arguments, progress, meta)
         else:
             outcome = await session.call_tool(

@@ -30,7 +30,9 @@ limit); on a 2026-07-28 one it asks by answering ``InputRequiredResult``, which 
 tool answers and retries (``_client``), and hop 2 is cancelled by closing its request's
 stream (stdio: the notification). A stdio upstream is started once: when its process
 exits, its calls fail at once with ``REMOTE_TOOL_ERROR`` (the SDK closes the session) and it is not
-restarted. An HTTP upstream reconnects on demand (`_Upstream.session`): when its
+restarted. On 2026-07-28 connections the remote tools' calls take a leaner way than
+``ClientSession.call_tool``, with the same wire and semantics (``_lean``). An HTTP
+upstream reconnects on demand (`_Upstream.session`): when its
 connection is lost (the transport failed, or the server forgot the session), the next
 call opens a new one; if that fails, calls fail at once until a backoff delay has passed
 (1 s, doubling to 30 s, reset by a success). A call in flight when its connection is
@@ -62,7 +64,7 @@ from .._registry import ToolRegistry
 from ._auth import ClientCredentials
 from ._client import McpToolDefinition, list_tools
 from ._client_tasks import TasksExtension
-from ._lean import attach, detach
+from ._lean import attach, attach_session, coalesce_writes, detach
 from ._relay import SessionCallbacks
 
 __all__ = ["check_name", "mount_upstreams", "redact_userinfo", "upstream_target"]
@@ -92,12 +94,12 @@ async def _with_headers(
     """The SDK's streamable HTTP transport, sending ``headers`` (and ``auth``'s) each request.
 
     ``keep`` is given the ``httpx2`` client while the transport is open (then ``None``):
-    the gateway's lean calls (``_lean``) go through it too.
+    the gateway's lean calls (``_lean``) go through it too. Its connections send each
+    request in one write (``_lean.coalesce_writes``).
     """
-    async with (
-        httpx2.AsyncClient(headers=dict(headers), auth=auth, timeout=_TIMEOUT) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
+    http = httpx2.AsyncClient(headers=dict(headers), auth=auth, timeout=_TIMEOUT)
+    coalesce_writes(http)
+    async with http, streamable_http_client(url, http_client=http) as streams:
         if keep is not None:
             keep(http)
         try:
@@ -238,7 +240,11 @@ class _Upstream:
                         task_status.started(tools)
                     self._connected(session)
                     http = self._http
-                    if http is not None and isinstance(self._target, str):
+                    if not isinstance(self._target, str):
+                        # 2026-07-28 over stdio: the remote tools' calls skip the SDK's
+                        # per-call request machinery, on its own dispatcher (`_lean`).
+                        attach_session(session)
+                    elif http is not None:
                         # 2026-07-28 over HTTP: the remote tools' calls skip the SDK's
                         # dispatcher (`_lean`); anything else goes through the session.
                         attach(

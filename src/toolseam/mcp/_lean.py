@@ -1,4 +1,4 @@
-"""A lean ``tools/call`` for a 2026-07-28 streamable HTTP upstream: `LeanHttp`.
+"""The gateway's lean hop 2: `LeanHttp` (2026-07-28 over HTTP), `LeanSession` (over stdio).
 
 On MCP 2026-07-28 over streamable HTTP a call is one exchange: one POST, answered by the
 JSON-RPC response in JSON, or by an SSE stream of the call's notifications (progress,
@@ -23,27 +23,48 @@ What it does not: resume an SSE stream that broke before the answer (the SDK rec
 with ``Last-Event-ID`` to a server that numbers its events; here the call fails with
 ``CONNECTION_CLOSED``, as when the server numbers none), nor answer a request the server
 sends on the call's stream (2026-07-28 servers ask through ``InputRequiredResult``).
+The gateway's ``httpx2`` client also sends each request in one write rather than
+``httpcore2``'s two (`coalesce_writes`): the same bytes, one segment, one wake-up of the
+upstream.
 
-Only the gateway uses it (`attach`, for each 2026-07-28 HTTP connection it holds, and
-`detach` when it closes: the path holds its session, so the weak table alone would keep
-both alive); the
-remote tool takes it for a first request (`lean_for`), and leaves retries that answer an
+Over stdio (2026-07-28) the SDK's dispatcher stays: it reads, parses and routes every
+message, and `LeanSession` only skips the per-call machinery around it (a request model
+built and dumped, a memory stream, a request clock), putting its request in the
+dispatcher's own table of pending requests, so that the response, the progress
+notifications and the connection's end reach it as they reach the SDK's, and a
+cancellation sends the dispatcher's own ``notifications/cancelled``.
+
+Only the gateway uses them (`attach` for each 2026-07-28 HTTP connection it holds,
+`attach_session` for each 2026-07-28 stdio one, and `detach` when it closes: the path
+holds its session, so the weak table alone would keep both alive); the remote tool takes
+one for a first request (`lean_for`), and leaves retries that answer an
 ``InputRequiredResult`` to the SDK's session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import ssl
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, Final, cast, final
 
+import anyio
+import anyio.lowlevel
+import httpcore2
 import httpx2
 from mcp import ClientSession, MCPError, types
+from mcp.client import session as sdk_session
+from mcp.shared import jsonrpc_dispatcher
 from mcp.shared._httpx_utils import stream_within_origin
+from mcp.shared._otel import inject_trace_context, otel_span
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.message import ClientMessageMetadata
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -51,11 +72,21 @@ from mcp_types import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
 )
+from mcp_types import methods as sdk_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry.trace import SpanKind, StatusCode
 
 from ._client_tasks import CreateTaskResult
 
-__all__ = ["LeanHttp", "attach", "detach", "lean_for"]
+__all__ = [
+    "LeanHttp",
+    "LeanSession",
+    "attach",
+    "attach_session",
+    "coalesce_writes",
+    "detach",
+    "lean_for",
+]
 
 logger = logging.getLogger("toolseam.mcp")
 
@@ -66,10 +97,12 @@ _ACCEPT: Final = {
 
 LogFn = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
 
-_LEAN: weakref.WeakKeyDictionary[ClientSession, LeanHttp] = weakref.WeakKeyDictionary()
+_LEAN: weakref.WeakKeyDictionary[ClientSession, LeanHttp | LeanSession] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def lean_for(session: ClientSession) -> LeanHttp | None:
+def lean_for(session: ClientSession) -> LeanHttp | LeanSession | None:
     """The lean path of ``session``, if its owner attached one."""
     return _LEAN.get(session)
 
@@ -86,9 +119,156 @@ def attach(
         _LEAN[session] = LeanHttp(session, http, url, on_log, lost)
 
 
+def attach_session(session: ClientSession) -> None:
+    """Give ``session`` a lean path over its own dispatcher if it speaks 2026-07-28.
+
+    For a session over a stream transport (stdio), whose requests the SDK's
+    ``JSONRPCDispatcher`` correlates, and only without a session read timeout.
+    """
+    dispatcher: object = getattr(session, "_dispatcher", None)
+    if (
+        session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        and type(dispatcher) is JSONRPCDispatcher
+        and session._session_read_timeout_seconds is None  # pyright: ignore[reportPrivateUsage]
+    ):
+        _LEAN[session] = LeanSession(session, dispatcher)
+
+
 def detach(session: ClientSession) -> None:
     """Forget the lean path of ``session`` (its connection is closing)."""
     _LEAN.pop(session, None)
+
+
+# A write at most this long waits to go out with the next one (see `_CoalescingStream`).
+_HOLD_BYTES: Final = 16 * 1024
+
+
+@final
+class _CoalescingStream(httpcore2.AsyncNetworkStream):
+    """A connection's stream that sends a request's head and body in one write.
+
+    ``httpcore2`` writes an HTTP/1.1 request as two writes (head, then body), which over
+    TCP with ``TCP_NODELAY`` are two segments: two send calls here, two wake-ups and two
+    reads for the server. This stream holds a short write back until the next write (sent
+    together) or the next read (sent first), so the bytes and their order on the wire are
+    the same; only the number of writes changes. A held write that fails in a read is
+    ignored there, as ``httpcore2`` ignores a failed request write to read the server's
+    answer anyway. A held write still pending when the connection closes (its request was
+    abandoned while being sent) is dropped with the connection.
+    """
+
+    __slots__ = ("_held", "_stream", "_timeout")
+
+    def __init__(self, stream: httpcore2.AsyncNetworkStream) -> None:
+        self._stream = stream
+        self._held: bytes | None = None
+        self._timeout: float | None = None
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if not buffer:
+            return
+        held = self._held
+        if held is not None:
+            self._held = None
+            await self._stream.write(held + buffer, timeout)
+        elif len(buffer) <= _HOLD_BYTES:
+            self._held = buffer
+            self._timeout = timeout
+        else:
+            await self._stream.write(buffer, timeout)
+
+    async def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            await self._stream.write(held, self._timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if self._held is not None:
+            # As `httpcore2` after a failed request write: the server may have answered.
+            with contextlib.suppress(httpcore2.WriteError):
+                await self._flush()
+        return await self._stream.read(max_bytes, timeout)
+
+    async def aclose(self) -> None:
+        self._held = None
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> httpcore2.AsyncNetworkStream:
+        await self._flush()
+        return _CoalescingStream(
+            await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+@final
+class _CoalescingBackend(httpcore2.AsyncNetworkBackend):
+    """A network backend whose connections are `_CoalescingStream` objects."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: httpcore2.AsyncNetworkBackend) -> None:
+        self._backend = backend
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return _CoalescingStream(
+            await self._backend.connect_tcp(
+                host,
+                port,
+                timeout=timeout,
+                local_address=local_address,
+                socket_options=socket_options,
+            )
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return _CoalescingStream(
+            await self._backend.connect_unix_socket(
+                path, timeout=timeout, socket_options=socket_options
+            )
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def coalesce_writes(http: httpx2.AsyncClient) -> bool:
+    """Make ``http``'s direct connections send each request's head and body in one write.
+
+    Only its pool's network I/O changes (`_CoalescingStream`); returns whether it could
+    (``False``, changing nothing, for a transport or pool this does not know).
+    """
+    transport: object = getattr(http, "_transport", None)
+    pool: object = getattr(transport, "_pool", None)
+    if type(pool) is not httpcore2.AsyncConnectionPool:
+        return False
+    backend: object = getattr(pool, "_network_backend", None)
+    if not isinstance(backend, httpcore2.AsyncNetworkBackend) or isinstance(
+        backend, _CoalescingBackend
+    ):
+        return False
+    pool._network_backend = _CoalescingBackend(backend)  # pyright: ignore[reportPrivateUsage]
+    return True
 
 
 def _error(payload: Mapping[str, Any]) -> MCPError:
@@ -262,3 +442,147 @@ class LeanHttp:
             await progress(note.progress, note.total, note.message)
         elif method == "notifications/message":
             await self._on_log(types.LoggingMessageNotificationParams.model_validate(fields))
+
+
+@final
+class _Waiter:
+    """One lean request in the dispatcher's table of pending requests.
+
+    Stands where the SDK puts its own (``_Pending``): the dispatcher hands it the response
+    (or the connection's end) through ``send.send_nowait``, and the request's progress
+    notifications to ``on_progress``, exactly as it would for ``send_raw_request``.
+    """
+
+    __slots__ = ("done", "on_progress", "outcome", "send")
+
+    def __init__(self, on_progress: ProgressFnT | None) -> None:
+        self.outcome: dict[str, Any] | types.ErrorData | None = None
+        self.done = anyio.Event()
+        self.on_progress = on_progress
+        self.send = self
+
+    def send_nowait(self, outcome: dict[str, Any] | types.ErrorData) -> None:
+        if self.outcome is not None:
+            raise anyio.WouldBlock  # as a full one-slot stream: the first outcome stands
+        self.outcome = outcome
+        self.done.set()
+
+
+@final
+class LeanSession:
+    """The ``tools/call`` of one 2026-07-28 stream (stdio) connection, made leaner.
+
+    The SDK's ``ClientSession.call_tool`` builds a request model and dumps it, and its
+    dispatcher's ``send_raw_request`` a memory stream, a request clock and an outbound
+    plan for every call. This makes the same request on the same dispatcher with none of
+    those: the session's stamp, the dispatcher's id, trace context, client span, write,
+    table of pending requests (so its response, its progress notifications and the
+    connection's end reach the call as they reach the SDK's), and on cancellation the
+    dispatcher's own ``notifications/cancelled`` (shielded, bounded); then the SDK's own
+    checks of the result (the negotiated revision's result schema, the tool's output
+    schema). Used from the event loop's thread only; any number of calls at once.
+    """
+
+    __slots__ = ("_dispatcher", "_session")
+
+    def __init__(self, session: ClientSession, dispatcher: JSONRPCDispatcher[Any]) -> None:
+        self._session = session
+        self._dispatcher = dispatcher
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        progress: ProgressFnT | None,
+        meta: Mapping[str, Any] | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
+        """Call ``name`` and return its result, as ``ClientSession.call_tool`` would.
+
+        With ``allow_input_required`` and ``allow_claimed``: an ``InputRequiredResult``,
+        or a result an extension of the session claims (a task), is returned as is.
+
+        Raises:
+            MCPError: The server answered an error, or the connection closed.
+            RuntimeError: The result does not conform to the tool's output schema.
+        """
+        session = self._session
+        dispatcher: Any = self._dispatcher  # its private parts, as `send_raw_request` uses them
+        if dispatcher._closed:
+            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+        pending: dict[Any, Any] = dispatcher._pending
+        request_id: int = dispatcher._allocate_id()
+        while request_id in pending:
+            request_id = dispatcher._allocate_id()
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = dict(meta)
+        data: dict[str, Any] = {"method": "tools/call", "params": params}
+        opts: dict[str, Any] = {}
+        stamp = cast("Callable[[dict[str, Any], dict[str, Any]], None]", session._stamp)  # pyright: ignore[reportPrivateUsage]
+        stamp(data, opts)
+        out_meta: dict[str, Any] = params.setdefault("_meta", {})
+        if progress is not None:
+            out_meta["progressToken"] = request_id
+        headers = opts.get("headers")
+        metadata = ClientMessageMetadata(headers=headers) if headers else None
+        waiter = _Waiter(progress)
+        pending[request_id] = waiter
+        written = False
+        try:
+            with otel_span(
+                f"MCP send tools/call {name}",
+                kind=SpanKind.CLIENT,
+                attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": str(request_id)},
+            ) as span:
+                inject_trace_context(out_meta)
+                message = types.JSONRPCRequest(
+                    jsonrpc="2.0", id=request_id, method="tools/call", params=params
+                )
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                written = True  # a cancelled write may still have delivered: cancel it too
+                try:
+                    await dispatcher._write(message, metadata)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
+                await waiter.done.wait()
+                outcome = waiter.outcome
+                if isinstance(outcome, types.ErrorData) and outcome.code != CONNECTION_CLOSED:
+                    code = str(outcome.code)
+                    span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+                    span.set_status(StatusCode.ERROR, outcome.message)
+        except anyio.get_cancelled_exc_class():
+            if written:
+                await dispatcher._final_write(
+                    partial(dispatcher._cancel_outbound, request_id, "caller cancelled", None),
+                    shield=True,
+                    timeout=jsonrpc_dispatcher._ABANDON_WRITE_TIMEOUT,  # pyright: ignore[reportPrivateUsage]
+                    describe=f"courtesy cancel for caller-cancelled request {request_id!r}",
+                )
+            raise
+        finally:
+            pending.pop(request_id, None)
+        if isinstance(outcome, types.ErrorData):
+            raise MCPError(outcome.code, outcome.message, outcome.data)
+        assert outcome is not None  # the event is set with an outcome
+        return await self._result(name, outcome)
+
+    async def _result(
+        self, name: str, raw: dict[str, Any]
+    ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
+        # What `ClientSession.send_request` and `call_tool` do with a raw result (mcp 2.x).
+        session = self._session
+        sdk: Any = sdk_session
+        sdk._clamp_inbound_ttl(raw)
+        version = session.protocol_version or "2025-11-25"
+        with contextlib.suppress(KeyError):
+            sdk_methods.validate_server_result("tools/call", version, raw)
+        foreign: frozenset[str] = sdk._later_revision_fields("tools/call", version)
+        if not foreign.isdisjoint(raw):
+            raw = {key: value for key, value in raw.items() if key not in foreign}
+        adapter: Any = session._call_tool_adapter  # pyright: ignore[reportPrivateUsage]
+        result: types.CallToolResult | types.InputRequiredResult | types.Result = (
+            adapter.validate_python(raw, by_name=False)
+        )
+        if isinstance(result, types.CallToolResult) and not result.is_error:
+            await session.validate_tool_result(name, result)
+        return result
