@@ -206,11 +206,117 @@ def _set_nodelay(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+_HOLD_AT_MOST: Final = 64 * 1024
+"""Bytes `_Coalescing` holds back at most: past it, what it holds goes out at once."""
+
+
+@final
+class _Coalescing(asyncio.Transport):
+    """An accepted connection's transport that sends the writes of one turn of the loop as one.
+
+    uvicorn writes a response's status line and headers, then its body, each with its own
+    ``write``; with ``TCP_NODELAY`` each is a send of its own: two segments, and two
+    wake-ups and reads for the client (the gateway's upstream client among them), for
+    every small response. Here the writes made in one turn of the event loop are held and
+    sent together at the start of the next (``call_soon``), in order, the bytes unchanged.
+    What is held is bounded (`_HOLD_AT_MOST`: past it, it goes out at once, so the
+    transport's own flow control sees every byte), sent before ``close`` and
+    ``write_eof``, dropped by ``abort`` (as the transport drops its buffer) and once the
+    connection is lost (as the transport drops later writes). The rest is the wrapped
+    transport's.
+    """
+
+    __slots__ = ("_held", "_loop", "_size", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] | None = None
+        self._size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)  # the caller may reuse its buffer once `write` returns
+        held = self._held
+        if held is None:
+            self._held = [data]
+            self._size = len(data)
+            self._loop.call_soon(self._send)
+        else:
+            held.append(data)
+            self._size += len(data)
+        if self._size > _HOLD_AT_MOST:
+            self._send()
+
+    def _send(self) -> None:
+        held = self._held
+        if held:
+            self._held = None
+            self._size = 0
+            if not self._transport.is_closing():
+                self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self._send()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self._send()
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        self._held = None
+        self._size = 0
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self._size + self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+
 def _no_delay(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
-    """A uvicorn HTTP protocol class that sets ``TCP_NODELAY`` on every connection it accepts."""
+    """A uvicorn HTTP protocol class that sets ``TCP_NODELAY`` on every connection it accepts.
+
+    It hands uvicorn the connection's transport wrapped in `_Coalescing`, so that a small
+    response leaves in one send.
+    """
 
     def connection_made(self: asyncio.Protocol, transport: asyncio.BaseTransport) -> None:
         _set_nodelay(transport)
+        if isinstance(transport, asyncio.Transport):
+            transport = _Coalescing(transport, asyncio.get_running_loop())
         base.connection_made(self, transport)
 
     return cast(
