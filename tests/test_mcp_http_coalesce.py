@@ -2,7 +2,7 @@
 
 uvicorn writes a response's head and its body with a write each; with ``TCP_NODELAY`` that
 was two sends, two segments and two reads for the client, per call. The server's transport
-(`_Coalescing`) joins the writes of one turn of the event loop. The unit tests drive it
+(`_Coalescing`) holds a response's head until the write that follows it. The unit tests drive it
 over a recording transport; the end-to-end test records the writes the server makes to the
 accepted connection's real transport during a 2026-07-28 ``tools/call``.
 
@@ -26,10 +26,7 @@ from typing_extensions import TypedDict
 from mcp_fixtures.support import GUARD
 from toolseam import ToolRegistry, ToolRunContext, define_tool
 from toolseam.mcp import serve_http
-from toolseam.mcp._http import (  # pyright: ignore[reportPrivateUsage]
-    _HOLD_AT_MOST,
-    _Coalescing,
-)
+from toolseam.mcp._http import _Coalescing  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn is asyncio code
 
@@ -75,59 +72,60 @@ def _coalescing() -> tuple[_Coalescing, _Recording]:
     return _Coalescing(inner, asyncio.get_running_loop()), inner
 
 
-async def test_writes_of_one_turn_go_out_as_one_write_in_order() -> None:
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+
+
+async def test_a_head_goes_out_with_the_write_that_follows_it() -> None:
     outer, inner = _coalescing()
-    outer.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    outer.write(HEAD)
+    assert inner.writes == []
+    assert outer.get_write_buffer_size() == len(HEAD)
     outer.write(b"")
     outer.write(bytearray(b"{}"))
-    outer.write(memoryview(b"!"))
-    assert inner.writes == []
-    assert outer.get_write_buffer_size() == len(b"HTTP/1.1 200 OK\r\n\r\n{}!")
+    assert inner.writes == [HEAD + b"{}"]
     await _next_turn()
-    assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\n{}!"]
-    outer.write(b"next")
-    await _next_turn()
-    assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\n{}!", b"next"]
+    assert inner.writes == [HEAD + b"{}"]
 
 
-async def test_a_reused_buffer_does_not_change_what_is_sent() -> None:
+async def test_other_writes_go_straight_through_in_order() -> None:
     outer, inner = _coalescing()
-    buffer = bytearray(b"first")
-    outer.write(buffer)
-    buffer[:] = b"later"
-    await _next_turn()
-    assert inner.writes == [b"first"]
+    outer.write(b"event: message\r\n")
+    outer.write(memoryview(b"data: {}\r\n\r\n"))
+    assert inner.writes == [b"event: message\r\n", b"data: {}\r\n\r\n"]
 
 
-async def test_past_the_bound_what_is_held_goes_out_at_once() -> None:
+async def test_a_head_alone_goes_out_at_the_next_turn() -> None:
     outer, inner = _coalescing()
-    outer.write(b"a")
-    outer.write(b"b" * _HOLD_AT_MOST)
-    assert inner.writes == [b"a" + b"b" * _HOLD_AT_MOST]
+    head = bytearray(HEAD)
+    outer.write(head)
+    head[:] = b"reused"  # the caller may reuse its buffer once `write` returns
     await _next_turn()
-    assert len(inner.writes) == 1
+    assert inner.writes == [HEAD]
+    outer.write(b"{}")
+    assert inner.writes == [HEAD, b"{}"]
 
 
-async def test_close_and_write_eof_send_what_is_held_first() -> None:
+async def test_close_and_write_eof_send_a_held_head_first() -> None:
     outer, inner = _coalescing()
-    outer.write(b"last")
+    outer.write(HEAD)
     outer.write_eof()
-    assert (inner.writes, inner.eof) == ([b"last"], True)
-    outer.write(b"bye")
-    outer.close()
-    assert (inner.writes, inner.closing) == ([b"last", b"bye"], True)
-    await _next_turn()
-    assert inner.writes == [b"last", b"bye"]
-
-
-async def test_abort_and_a_lost_connection_drop_what_is_held() -> None:
+    assert (inner.writes, inner.eof) == ([HEAD], True)
     outer, inner = _coalescing()
-    outer.write(b"dropped")
+    outer.write(HEAD)
+    outer.close()
+    assert (inner.writes, inner.closing) == ([HEAD], True)
+    await _next_turn()
+    assert inner.writes == [HEAD]
+
+
+async def test_abort_and_a_lost_connection_drop_a_held_head() -> None:
+    outer, inner = _coalescing()
+    outer.write(HEAD)
     outer.abort()
     await _next_turn()
     assert (inner.writes, inner.aborted) == ([], True)
     outer, inner = _coalescing()
-    outer.write(b"too late")
+    outer.write(HEAD)
     inner.closing = True  # the connection was lost before the next turn
     await _next_turn()
     assert inner.writes == []

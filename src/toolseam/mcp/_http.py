@@ -206,58 +206,53 @@ def _set_nodelay(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-_HOLD_AT_MOST: Final = 64 * 1024
-"""Bytes `_Coalescing` holds back at most: past it, what it holds goes out at once."""
+_RESPONSE_HEAD: Final = b"HTTP/"
 
 
 @final
 class _Coalescing(asyncio.Transport):
-    """An accepted connection's transport that sends the writes of one turn of the loop as one.
+    """An accepted connection's transport that sends a response's head with its body.
 
     uvicorn writes a response's status line and headers, then its body, each with its own
     ``write``; with ``TCP_NODELAY`` each is a send of its own: two segments, and two
     wake-ups and reads for the client (the gateway's upstream client among them), for
-    every small response. Here the writes made in one turn of the event loop are held and
-    sent together at the start of the next (``call_soon``), in order, the bytes unchanged.
-    What is held is bounded (`_HOLD_AT_MOST`: past it, it goes out at once, so the
-    transport's own flow control sees every byte), sent before ``close`` and
-    ``write_eof``, dropped by ``abort`` (as the transport drops its buffer) and once the
-    connection is lost (as the transport drops later writes). The rest is the wrapped
-    transport's.
+    every small response. Here a write that starts a response (``HTTP/``) is held until
+    the next write, which is joined to it and sent at once (a small response's body
+    follows in the same turn of the event loop), or until the next turn of the loop
+    (``call_soon``: a streamed response's head does not wait for its first event). Every
+    other write goes straight through; the bytes and their order are unchanged. What is
+    held (one head at most) is sent before ``close`` and ``write_eof``, dropped by
+    ``abort`` (as the transport drops its buffer) and once the connection is lost (as the
+    transport drops later writes). The rest is the wrapped transport's.
     """
 
-    __slots__ = ("_held", "_loop", "_size", "_transport")
+    __slots__ = ("_held", "_loop", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._transport = transport
         self._loop = loop
-        self._held: list[bytes] | None = None
-        self._size = 0
+        self._held: bytes | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
-        if type(data) is not bytes:
-            data = bytes(data)  # the caller may reuse its buffer once `write` returns
         held = self._held
-        if held is None:
-            self._held = [data]
-            self._size = len(data)
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif data[:5] == _RESPONSE_HEAD:
+            self._held = bytes(data)  # the caller may reuse its buffer once `write` returns
             self._loop.call_soon(self._send)
         else:
-            held.append(data)
-            self._size += len(data)
-        if self._size > _HOLD_AT_MOST:
-            self._send()
+            self._transport.write(data)
 
     def _send(self) -> None:
         held = self._held
-        if held:
+        if held is not None:
             self._held = None
-            self._size = 0
             if not self._transport.is_closing():
-                self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+                self._transport.write(held)
 
     def close(self) -> None:
         self._send()
@@ -272,7 +267,6 @@ class _Coalescing(asyncio.Transport):
 
     def abort(self) -> None:
         self._held = None
-        self._size = 0
         self._transport.abort()
 
     def is_closing(self) -> bool:
@@ -297,7 +291,8 @@ class _Coalescing(asyncio.Transport):
         self._transport.resume_reading()
 
     def get_write_buffer_size(self) -> int:
-        return self._size + self._transport.get_write_buffer_size()
+        held = 0 if self._held is None else len(self._held)
+        return held + self._transport.get_write_buffer_size()
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._transport.get_write_buffer_limits()
