@@ -206,11 +206,112 @@ def _set_nodelay(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+_RESPONSE_HEAD: Final = b"HTTP/"
+
+
+@final
+class _Coalescing(asyncio.Transport):
+    """An accepted connection's transport that sends a response's head with its body.
+
+    uvicorn writes a response's status line and headers, then its body, each with its own
+    ``write``; with ``TCP_NODELAY`` each is a send of its own: two segments, and two
+    wake-ups and reads for the client (the gateway's upstream client among them), for
+    every small response. Here a write that starts a response (``HTTP/``) is held until
+    the next write, which is joined to it and sent at once (a small response's body
+    follows in the same turn of the event loop), or until the next turn of the loop
+    (``call_soon``: a streamed response's head does not wait for its first event). Every
+    other write goes straight through; the bytes and their order are unchanged. What is
+    held (one head at most) is sent before ``close`` and ``write_eof``, dropped by
+    ``abort`` (as the transport drops its buffer) and once the connection is lost (as the
+    transport drops later writes). The rest is the wrapped transport's.
+    """
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif data[:5] == _RESPONSE_HEAD:
+            self._held = bytes(data)  # the caller may reuse its buffer once `write` returns
+            self._loop.call_soon(self._send)
+        else:
+            self._transport.write(data)
+
+    def _send(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def close(self) -> None:
+        self._send()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self._send()
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def get_write_buffer_size(self) -> int:
+        held = 0 if self._held is None else len(self._held)
+        return held + self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+
 def _no_delay(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
-    """A uvicorn HTTP protocol class that sets ``TCP_NODELAY`` on every connection it accepts."""
+    """A uvicorn HTTP protocol class that sets ``TCP_NODELAY`` on every connection it accepts.
+
+    It hands uvicorn the connection's transport wrapped in `_Coalescing`, so that a small
+    response leaves in one send.
+    """
 
     def connection_made(self: asyncio.Protocol, transport: asyncio.BaseTransport) -> None:
         _set_nodelay(transport)
+        if isinstance(transport, asyncio.Transport):
+            transport = _Coalescing(transport, asyncio.get_running_loop())
         base.connection_made(self, transport)
 
     return cast(
