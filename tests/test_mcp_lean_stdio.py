@@ -177,3 +177,23 @@ async def test_an_upstream_that_exits_mid_call_fails_the_call(
             os.kill(int(started["pid"]), signal.SIGKILL)
     assert len(outcome) == 1
     assert (outcome[0].is_error, _code(outcome[0])) == (True, "REMOTE_TOOL_ERROR")
+
+
+async def test_an_sdk_without_the_parts_it_uses_keeps_the_sdks_own_path(
+    tmp_path: Path, gateway: Served, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lean path uses private parts of the SDK's dispatcher; a release that renames one
+    # must leave the gateway working through `ClientSession.call_tool`, not break it.
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+    monkeypatch.delattr(JSONRPCDispatcher, "_cancel_outbound")
+    upstream = _upstream(Record(tmp_path / "up.jsonl"), anyio_backend)
+    with first_error(), anyio.fail_after(GUARD):
+        async with mount_upstreams(gateway.registry, {"up": upstream}):
+            definition = gateway.registry.get("up_echo")
+            assert isinstance(definition, McpToolDefinition)
+            session = await definition._link.session()  # pyright: ignore[reportPrivateUsage]
+            async with Client(create_server(gateway.registry), cache=None) as client:
+                echoed = await client.session.call_tool("up_echo", {"text": "via the SDK"})
+    assert lean_for(session) is None
+    assert (echoed.is_error, _text(echoed)) == (False, "via the SDK")

@@ -115,8 +115,31 @@ def attach(
     lost: Callable[[BaseException], None],
 ) -> None:
     """Give ``session`` a lean path if it speaks 2026-07-28 (over ``http``, to ``url``)."""
-    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS and _has(session, _SESSION_PARTS):
         _LEAN[session] = LeanHttp(session, http, url, on_log, lost)
+
+
+# The SDK's private parts the lean paths use (mcp 2.x). The SDK does not promise them: if
+# a release renames one, its connections keep the SDK's own path instead of failing.
+_SESSION_PARTS: Final = ("_stamp", "_call_tool_adapter", "validate_tool_result")
+_DISPATCHER_PARTS: Final = (
+    "_closed",
+    "_pending",
+    "_allocate_id",
+    "_write",
+    "_final_write",
+    "_cancel_outbound",
+)
+_MODULE_PARTS: Final = (
+    (sdk_session, "_clamp_inbound_ttl"),
+    (sdk_session, "_later_revision_fields"),
+    (jsonrpc_dispatcher, "_ABANDON_WRITE_TIMEOUT"),
+    (sdk_methods, "validate_server_result"),
+)
+
+
+def _has(thing: object, names: tuple[str, ...]) -> bool:
+    return all(hasattr(thing, name) for name in names)
 
 
 def attach_session(session: ClientSession) -> None:
@@ -129,7 +152,10 @@ def attach_session(session: ClientSession) -> None:
     if (
         session.protocol_version in MODERN_PROTOCOL_VERSIONS
         and type(dispatcher) is JSONRPCDispatcher
-        and session._session_read_timeout_seconds is None  # pyright: ignore[reportPrivateUsage]
+        and getattr(session, "_session_read_timeout_seconds", 0) is None
+        and _has(session, _SESSION_PARTS)
+        and _has(dispatcher, _DISPATCHER_PARTS)
+        and all(hasattr(module, name) for module, name in _MODULE_PARTS)
     ):
         _LEAN[session] = LeanSession(session, dispatcher)
 
