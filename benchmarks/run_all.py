@@ -8,7 +8,8 @@ are found). Options: ``--quick`` for a smoke run (figures meaningless),
 targets,churn`` to run some of them (``overhead``, ``cancel`` and ``batch`` are parts of
 ``targets`` on their own; ``ptc`` is docs/ptc.md's, ``capabilities`` what progress and the
 host cost, ``shapes`` large arguments of five shapes against autogen, ``mcp`` toolseam's MCP
-server and gateway against the SDK's server over stdio and HTTP). Every figure is a median
+server and gateway against the SDK's server over stdio and HTTP, ``mcp-auth`` what
+authentication costs a call, ``mcp-gc`` the cyclic garbage a call leaves). Every figure is a median
 over interleaved rounds; every ratio is taken within a round (see ``_harness``). Exits 0
 even when a target is missed: these are measurements, not tests.
 """
@@ -26,6 +27,7 @@ import bench_churn
 import bench_durable
 import bench_mcp
 import bench_mcp_auth
+import bench_mcp_gc
 import bench_overhead
 import bench_peers
 import bench_ptc
@@ -49,6 +51,7 @@ BENCHMARKS: dict[str, Callable[..., list[Check]]] = {
     "temporal": bench_temporal.run,
     "mcp": bench_mcp.run,
     "mcp-auth": bench_mcp_auth.run,
+    "mcp-gc": bench_mcp_gc.run,
     # Parts of the above on their own (not run by default: "targets" covers them).
     "overhead": bench_overhead.run,
     "cancel": bench_cancel_latency.run,
@@ -66,6 +69,7 @@ DEFAULT = (
     "temporal",
     "mcp",
     "mcp-auth",
+    "mcp-gc",
     "static",
 )
 
