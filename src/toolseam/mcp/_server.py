@@ -30,7 +30,6 @@ import contextvars
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
 import anyio
@@ -40,7 +39,6 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
@@ -55,6 +53,7 @@ from ._auth import principal_of
 from ._host import RequestHost, connection_state, missing_capability_error, set_log_level
 from ._overtaken import EarlyCancels, request_key
 from ._rounds import INPUT_DEADLINE, RoundCall, Rounds, check_deadline
+from ._stdio import stdio_streams
 from ._tasks import MAX_TASKS, TASK_TTL, Tasks, TaskSupport, check_tasks
 from ._wire import call_tool_result, plain_json
 
@@ -72,13 +71,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("toolseam")
-
-# `stdio_server` carries no return annotation; its streams are the SDK's private
-# `ReadStream`/`WriteStream` protocols, which `Server.run` accepts as they come.
-_stdio_server = cast(
-    "Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]]",
-    stdio_server,
-)
 
 DISCONNECTED_SCOPE_KEY: Final = "toolseam.mcp.disconnected"
 """ASGI scope key of a `ClientGone`, set when the HTTP client of the request goes away.
@@ -705,5 +697,5 @@ async def serve_stdio(
         max_tasks=max_tasks,
         task_ttl=task_ttl,
     )
-    async with _stdio_server() as (read_stream, write_stream):
+    async with stdio_streams() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
