@@ -10,6 +10,7 @@ SDK's own transport serves whatever is not a pipe or a socket.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -24,7 +25,7 @@ from anyio.abc import Process
 from mcp.types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_fixtures.support import GUARD, ROOT
-from toolseam.mcp._stdio import _is_stream  # pyright: ignore[reportPrivateUsage]
+from toolseam.mcp._stdio import _backed, _is_stream  # pyright: ignore[reportPrivateUsage]
 
 TARGET = f"{ROOT / 'tests' / 'mcp_fixtures' / 'loud.py'}:registry"
 
@@ -167,3 +168,5 @@ def test_only_pipes_and_sockets_take_the_threadless_transport(tmp_path: Path) ->
             left.close()
             right.close()
     assert not _is_stream(read_end)  # closed: not a stream at all
+    # A replaced sys.stdin (a host's, a test runner's) is served by the SDK's transport.
+    assert not _backed(io.StringIO(), 0)

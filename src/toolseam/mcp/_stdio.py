@@ -64,7 +64,15 @@ def _fits() -> bool:
         for name in ("_claim_fd", "_open_stdin_diversion", "_open_stdout_diversion")
     ):
         return False  # an SDK whose claim is not the one this relies on: its own transport
-    return _is_stream(0) and _is_stream(1)
+    # sys.stdin/sys.stdout replaced (a host, a test runner): the SDK serves what they are.
+    return _backed(sys.stdin, 0) and _backed(sys.stdout, 1) and _is_stream(0) and _is_stream(1)
+
+
+def _backed(stream: object, fd: int) -> bool:
+    try:
+        return cast("Any", stream).buffer.fileno() == fd  # type: ignore[no-any-return]
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def stdio_streams() -> AbstractAsyncContextManager[tuple[Any, Any]]:
