@@ -21,10 +21,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client import Client
-from typing_extensions import TypedDict
 
-from mcp_fixtures.support import GUARD
-from toolseam import ToolRegistry, ToolRunContext, define_tool
+from mcp_fixtures.support import GUARD, echo_registry
 from toolseam.mcp import serve_http
 from toolseam.mcp._http import _Coalescing  # pyright: ignore[reportPrivateUsage]
 
@@ -132,21 +130,6 @@ async def test_abort_and_a_lost_connection_drop_a_held_head() -> None:
     assert outer.is_closing()
 
 
-class EchoArgs(TypedDict):
-    text: str
-
-
-def _registry() -> ToolRegistry:
-    registry = ToolRegistry()
-
-    @define_tool(name="echo", description="Echo the text.")
-    async def echo(args: EchoArgs, exec: ToolRunContext) -> str:
-        return args["text"]
-
-    registry.register(echo)
-    return registry
-
-
 def _record_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """Record every write to an asyncio socket transport (the accepted connections')."""
     from asyncio import selector_events
@@ -168,7 +151,7 @@ async def test_a_2026_call_is_answered_in_one_write(monkeypatch: pytest.MonkeyPa
     with anyio.fail_after(GUARD):
         async with anyio.create_task_group() as tg:
             url = await tg.start(
-                functools.partial(serve_http, _registry(), port=0, handle_signals=False)
+                functools.partial(serve_http, echo_registry(), port=0, handle_signals=False)
             )
             async with Client(url) as client:  # 2026-07-28: one POST, a JSON answer
                 await client.call_tool("echo", {"text": "hi"})

@@ -26,10 +26,9 @@ import anyio.abc
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from typing_extensions import TypedDict
 
-from mcp_fixtures.support import GUARD
-from toolseam import ToolRegistry, ToolRunContext, define_tool
+from mcp_fixtures.support import GUARD, echo_registry
+from toolseam import ToolRegistry
 from toolseam.mcp import mount_upstreams, serve_http
 from toolseam.mcp._http import _listen  # pyright: ignore[reportPrivateUsage]
 
@@ -37,21 +36,6 @@ pytestmark = [
     pytest.mark.parametrize("anyio_backend", ["asyncio"]),  # uvicorn is asyncio code
     pytest.mark.skipif(not hasattr(socket, "TCP_NODELAY"), reason="no TCP_NODELAY here"),
 ]
-
-
-class EchoArgs(TypedDict):
-    text: str
-
-
-def _registry() -> ToolRegistry:
-    registry = ToolRegistry()
-
-    @define_tool(name="echo", description="Echo the text.")
-    async def echo(args: EchoArgs, exec: ToolRunContext) -> str:
-        return args["text"]
-
-    registry.register(echo)
-    return registry
 
 
 def _port(url: str) -> int:
@@ -117,7 +101,7 @@ async def test_the_listening_socket_says_tcp() -> None:
 
 async def test_every_accepted_connection_has_tcp_nodelay() -> None:
     with anyio.fail_after(GUARD):
-        async with serving(_registry()) as url, session(url) as s, session(url) as t:
+        async with serving(echo_registry()) as url, session(url) as s, session(url) as t:
             assert (await s.call_tool("echo", {"text": "a"})).is_error is False
             assert (await t.call_tool("echo", {"text": "b"})).is_error is False
             # Both clients' kept-alive connections, each seen from the server's side.
@@ -128,7 +112,7 @@ async def test_every_accepted_connection_has_tcp_nodelay() -> None:
 
 async def test_the_gateway_and_its_upstream_accept_with_tcp_nodelay() -> None:
     with anyio.fail_after(GUARD):
-        async with serving(_registry()) as upstream_url:
+        async with serving(echo_registry()) as upstream_url:
             gateway = ToolRegistry()
             async with mount_upstreams(gateway, {"up": upstream_url}) as mounted:
                 assert mounted == {"up": ["up_echo"]}

@@ -17,7 +17,9 @@ from typing import Any, cast
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from .registry import RECORD_ENV
+from toolseam import ToolRegistry, ToolRunContext, define_tool
+
+from .registry import RECORD_ENV, TextArgs
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().with_name("registry.py")
@@ -158,3 +160,15 @@ def first_error() -> Iterator[None]:
         while isinstance(leaf, BaseExceptionGroup):
             leaf = cast("BaseExceptionGroup[BaseException]", leaf).exceptions[0]
         raise leaf from None
+
+
+def echo_registry() -> ToolRegistry:
+    """A fresh registry with one tool, ``echo`` (returns its ``text``)."""
+    registry = ToolRegistry()
+
+    @define_tool(name="echo", description="Echo the text.")
+    async def echo(args: TextArgs, exec: ToolRunContext) -> str:
+        return args["text"]
+
+    registry.register(echo)
+    return registry
