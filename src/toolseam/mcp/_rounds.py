@@ -199,7 +199,6 @@ class RoundCall:
         *,
         tool: str,
         arguments: object,
-        digest: str | None,
         principal: str | None,
         preset: Mapping[str, object],
         group: RoundsGroup,
@@ -209,7 +208,7 @@ class RoundCall:
         self.key: str | None = None
         self.tool = tool
         self._raw_arguments = arguments
-        self._digest = digest
+        self._digest: str | None = None
         self.principal = principal
         self.preset = dict(preset)
         self.group = group
@@ -455,9 +454,7 @@ class Rounds:
         state = params.request_state
         if state is None:
             # The arguments' digest is taken when the call first parks (most never do).
-            call = self._start(
-                ctx, params, group, None, principal, responses, make_host, make_input
-            )
+            call = self._start(ctx, params, group, principal, responses, make_host, make_input)
         else:
             claims = self.key.verify(state)
             if isinstance(claims, Foreign):
@@ -468,9 +465,7 @@ class Rounds:
                         f'the retry reached another one), and tool "{params.name}" is not '
                         "idempotent: its call cannot continue here, and was not run again"
                     )
-                call = self._start(
-                    ctx, params, group, None, principal, responses, make_host, make_input
-                )
+                call = self._start(ctx, params, group, principal, responses, make_host, make_input)
             else:
                 digest = arguments_digest(params.arguments or {})
                 call = self._resume(claims, params.name, digest, principal)
@@ -484,7 +479,6 @@ class Rounds:
         ctx: ServerRequestContext[Any],
         params: types.CallToolRequestParams,
         group: RoundsGroup,
-        digest: str | None,
         principal: str | None,
         preset: Mapping[str, object],
         make_host: Callable[[ServerRequestContext[Any], RoundCall], RequestHost],
@@ -493,7 +487,6 @@ class Rounds:
         call = RoundCall(
             tool=params.name,
             arguments=params.arguments or {},
-            digest=digest,
             principal=principal,
             preset=preset,
             group=group,
@@ -531,7 +524,6 @@ class Rounds:
         call = RoundCall(
             tool=params.name,
             arguments=params.arguments or {},
-            digest=None,
             principal=self.key.principal(),
             preset={},
             group=group,
